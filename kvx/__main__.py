@@ -1,0 +1,38 @@
+"""``python -m kvx``: one cell; ``python -m kvx -m a=x,y``: a Hydra multirun over the grid.
+
+Plugins are discovered and their config nodes stored before Hydra composes the config, and
+group names and ratios on the command line are checked first, so a typo fails in a second
+with the list of registered names instead of after a model load.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import hydra
+from omegaconf import DictConfig
+
+from kvx.config import check_overrides, register_configs
+from kvx.errors import ConfigError
+from kvx.registry import RegistryError
+
+
+@hydra.main(version_base="1.3", config_path="pkg://kvx.conf", config_name="config")
+def _hydra_main(cfg: DictConfig) -> dict[str, float]:
+    from kvx.app import run
+
+    return run(cfg)
+
+
+def main() -> None:
+    try:
+        check_overrides(sys.argv[1:])
+    except (RegistryError, ConfigError) as exc:
+        print(f"kvx: {exc}", file=sys.stderr)
+        sys.exit(2)
+    register_configs()
+    _hydra_main()
+
+
+if __name__ == "__main__":
+    main()

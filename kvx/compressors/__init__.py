@@ -1,0 +1,1 @@
+"""Compressors: how a context's KV cache is built smaller (kvpress presses, quantized caches)."""

@@ -1,0 +1,78 @@
+"""Compressor interface.
+
+A compressor is a small dataclass (its fields are the Hydra node ``press.<field>``) that turns a
+context into a cache. Two ways exist:
+
+* ``prefill`` (the hook path) runs the context through the model with the compression active;
+  every compressor supports it.
+* ``compress_captured`` (the fast path) builds the same cache from one captured full prefill:
+  kvpress presses edit the cache only after each layer's attention has run, so the hidden
+  states of a compressed prefill are those of the full prefill. Compressors that set
+  ``fast_path = True`` must produce exactly the hook path's cache (tests check this).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+
+from kvx.errors import ConfigError
+
+if TYPE_CHECKING:
+    from transformers import Cache, PreTrainedModel
+
+    from kvx.capture import Capture
+
+
+@dataclass
+class Setting:
+    """What one (compressor, ratio) pair means on one context: stored with every record."""
+
+    ratio: float
+    retained_share: float | None
+    method_parameter: dict[str, Any] = field(default_factory=dict)
+    supported: bool = True
+    reason: str = ""
+
+
+class Compressor(ABC):
+    """Base class for ``kvx.compressors`` plugins."""
+
+    fast_path: ClassVar[bool] = False
+    #: a registered attention implementation the reader must switch to while this compressor runs
+    attn_implementation: ClassVar[str | None] = None
+    #: decode positions continue from the compressed cache length (key re-rotation), not the original
+    decode_from_cache_length: ClassVar[bool] = False
+
+    def validate(self, ratio: float) -> None:
+        """Reject invalid configuration before any model loads."""
+        check_ratio(ratio)
+
+    @abstractmethod
+    def setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
+        """Interpret ``ratio`` for this method; unsupported settings say why."""
+
+    @abstractmethod
+    def prefill(self, model: PreTrainedModel, context_ids: torch.Tensor, ratio: float) -> Cache:
+        """Hook path: prefill ``context_ids`` with compression active and return the cache."""
+
+    def compress_captured(self, model: PreTrainedModel, capture: Capture, ratio: float) -> Cache:
+        """Fast path: build the compressed cache from a captured full prefill."""
+        raise NotImplementedError(f"{type(self).__name__} has no fast path")
+
+
+def check_ratio(ratio: Any) -> float:
+    """``ratio`` is kvpress's compression ratio: the fraction removed, in [0, 1)."""
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)):
+        raise ConfigError(f"ratio={ratio!r} is not a number; use a fraction removed in [0, 1), e.g. ratio=0.5")
+    if not 0.0 <= float(ratio) < 1.0:
+        raise ConfigError(f"ratio={ratio} is outside [0, 1): ratio is the fraction of the cache removed")
+    return float(ratio)
+
+
+def n_kept(k_len: int, ratio: float) -> int:
+    """Entries a kvpress ScorerPress keeps per KV head (``compute_n_kept`` in kvpress)."""
+    return max(1, int(k_len * (1 - ratio)))

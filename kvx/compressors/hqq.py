@@ -1,0 +1,81 @@
+"""Transformers' HQQ-quantized KV cache (KVDiagnosis Table 7: group 64, residual 128).
+
+Bits come from ``press.bits``; without it the paper's mapping of the 75/50/25 retained labels
+applies (ratio 0.25 -> 8 bits, 0.5 -> 4, 0.75 -> 2) and other ratios are unsupported. The
+retained share is bits / 16 of a 16-bit cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+import torch
+from transformers import QuantizedCache
+
+from kvx.compressors.base import Compressor, Setting, check_ratio
+from kvx.errors import ConfigError
+
+if TYPE_CHECKING:
+    from transformers import Cache, PreTrainedModel
+
+    from kvx.capture import Capture
+
+BITS = (2, 4, 8)
+RATIO_TO_BITS = {0.25: 8, 0.5: 4, 0.75: 2}
+
+
+@dataclass
+class HQQCache(Compressor):
+    """``press=hqq press.bits=4`` or ``press=hqq ratio=0.5``."""
+
+    bits: int | None = None
+    group_size: int = 64
+    residual_length: int = 128
+    axis_key: int = 0
+    axis_value: int = 0
+    fast_path: ClassVar[bool] = True
+
+    def validate(self, ratio: float) -> None:
+        check_ratio(ratio)
+        if self.bits is not None and self.bits not in BITS:
+            raise ConfigError(f"press.bits={self.bits} is not supported by HQQ here; choose one of {BITS}")
+        if self.group_size <= 0 or self.residual_length < 0:
+            raise ConfigError(
+                f"press.group_size={self.group_size} and press.residual_length={self.residual_length} "
+                "must be positive"
+            )
+
+    def resolved_bits(self, ratio: float) -> int | None:
+        return self.bits if self.bits is not None else RATIO_TO_BITS.get(round(ratio, 6))
+
+    def setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
+        bits = self.resolved_bits(ratio)
+        params = {"bits": bits, "group_size": self.group_size, "residual_length": self.residual_length}
+        if bits is None:
+            reason = f"ratio={ratio} has no HQQ bit width; use ratio in {sorted(RATIO_TO_BITS)} or press.bits"
+            return Setting(ratio, None, params, False, reason)
+        return Setting(ratio, bits / 16, params)
+
+    def _cache(self, model: PreTrainedModel, ratio: float) -> QuantizedCache:
+        return QuantizedCache(
+            backend="hqq",
+            config=model.config,
+            nbits=self.resolved_bits(ratio),
+            axis_key=self.axis_key,
+            axis_value=self.axis_value,
+            q_group_size=self.group_size,
+            residual_length=self.residual_length,
+        )
+
+    def prefill(self, model: PreTrainedModel, context_ids: torch.Tensor, ratio: float) -> Cache:
+        cache = self._cache(model, ratio)
+        model.model(input_ids=context_ids, past_key_values=cache)
+        return cache
+
+    def compress_captured(self, model: PreTrainedModel, capture: Capture, ratio: float) -> Cache:
+        # A prefill's first update of each layer quantizes exactly the captured K/V.
+        cache = self._cache(model, ratio)
+        for idx, layer in enumerate(capture.layers):
+            cache.update(layer.keys, layer.values, idx)
+        return cache

@@ -1,0 +1,136 @@
+"""Run any kvpress press as a kvx compressor, through kvpress's own hook or on a captured prefill."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from abc import abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Union
+
+import torch
+from transformers import DynamicCache
+
+from kvx.compressors.base import Compressor, Setting, check_ratio, n_kept
+
+if TYPE_CHECKING:
+    from kvpress.presses.base_press import BasePress
+    from transformers import Cache, PreTrainedModel
+
+    from kvx.capture import Capture
+
+
+def attention_layers(model: PreTrainedModel) -> list[torch.nn.Module]:
+    """The self-attention modules kvpress hooks, in layer order."""
+    inner = model.model.language_model if hasattr(model.model, "language_model") else model.model
+    for layer in inner.layers:
+        layer.self_attn.rotary_emb = inner.rotary_emb  # kvpress sets this in its hook, too
+    return [layer.self_attn for layer in inner.layers]
+
+
+def clear_head_masks(model: PreTrainedModel) -> None:
+    """Forget AdaKV-style masked key indices left on attention modules by an earlier cache."""
+    for module in attention_layers(model):
+        module.masked_key_indices = None
+
+
+class KVPressCompressor(Compressor):
+    """A kvpress press; subclasses say how to build it from ``ratio`` and their fields."""
+
+    fast_path: ClassVar[bool] = True
+    #: presses that write into the keys they are given (ThinK zeroes channels)
+    mutates_keys: ClassVar[bool] = False
+
+    @abstractmethod
+    def build_press(self, ratio: float) -> BasePress:
+        """The configured press for this ratio."""
+
+    def setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
+        kept = n_kept(n_context, ratio) if ratio > 0 else n_context
+        return Setting(
+            ratio=ratio,
+            retained_share=kept / n_context,
+            method_parameter={"kept_tokens_per_head": kept, **self.press_fields()},
+        )
+
+    def press_fields(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+    def prefill(self, model: PreTrainedModel, context_ids: torch.Tensor, ratio: float) -> Cache:
+        clear_head_masks(model)
+        press = self.build_press(ratio)
+        cache = DynamicCache()
+        with press(model):
+            model.model(input_ids=context_ids, past_key_values=cache)
+        return cache
+
+    def compress_captured(self, model: PreTrainedModel, capture: Capture, ratio: float) -> Cache:
+        clear_head_masks(model)
+        press = self.build_press(ratio)
+        press.post_init_from_model(model)
+        cache = DynamicCache()
+        for idx, module in enumerate(attention_layers(model)):
+            layer = capture.layers[idx]
+            keys = layer.keys.clone() if self.mutates_keys else layer.keys
+            kwargs = {
+                "hidden_states": layer.hidden_states,
+                "position_embeddings": capture.position_embeddings,
+                "cache_position": capture.cache_position,
+                "past_key_values": cache,
+            }
+            keys, values = press.compress(module, layer.hidden_states, keys, layer.values, None, kwargs)
+            cache.update(keys, values, idx)
+        return cache
+
+
+_SIMPLE = (int, float, bool, str)
+
+
+def _config_type(hint: Any) -> Any | None:
+    """The OmegaConf-compatible type of a press field, or None when it is not a plain value."""
+    if hint in _SIMPLE:
+        return hint
+    origin = typing.get_origin(hint)
+    if origin is Literal and all(isinstance(a, str) for a in typing.get_args(hint)):
+        return str
+    if origin is Union:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) == 1 and args[0] in _SIMPLE:
+            return typing.Optional[args[0]]  # noqa: UP007 - OmegaConf reads typing.Optional
+    return None
+
+
+def scorer_press_compressor(
+    name: str, press_cls: type, *, fast_path: bool = True, attn: str | None = None, **defaults: Any
+) -> type[KVPressCompressor]:
+    """A kvx compressor dataclass for a kvpress press taking ``compression_ratio``.
+
+    Its fields are the press's plain-valued fields (so ``press.<field>=...`` overrides work),
+    with kvx's defaults where given.
+    """
+    hints = typing.get_type_hints(press_cls)
+    fields: list[tuple[str, Any, Any]] = []
+    for f in dataclasses.fields(press_cls):
+        ctype = _config_type(hints.get(f.name))
+        if f.name == "compression_ratio" or f.name.startswith("_") or ctype is None:
+            continue
+        default = defaults.get(f.name, f.default)
+        if default is dataclasses.MISSING:
+            continue
+        fields.append((f.name, ctype, dataclasses.field(default=default)))
+
+    def build_press(self: Any, ratio: float) -> BasePress:
+        return press_cls(compression_ratio=check_ratio(ratio), **self.press_fields())
+
+    cls = dataclasses.make_dataclass(
+        name,
+        fields,
+        bases=(KVPressCompressor,),
+        namespace={
+            "build_press": build_press,
+            "fast_path": fast_path,
+            "attn_implementation": attn,
+            "__doc__": f"kvpress {press_cls.__name__} (kept per head = max(1, int(n * (1 - ratio)))).",
+        },
+    )
+    return dataclass(cls)

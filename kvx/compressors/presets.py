@@ -1,0 +1,171 @@
+"""The evaluated methods with KVDiagnosis Table 7 settings as defaults (kvpress 0.5.x presses).
+
+``ratio`` is always kvpress's compression ratio (fraction removed); each preset records the
+retained share and the parameter the method actually ran with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from kvpress import (
+    AdaKVPress,
+    ChunkKVPress,
+    KeyDiffPress,
+    KnormPress,
+    PyramidKVPress,
+    SnapKVPress,
+    StreamingLLMPress,
+    ThinKPress,
+    TOVAPress,
+)
+
+from kvx.compressors import attention
+from kvx.compressors.base import Setting, n_kept
+from kvx.compressors.kvpress_adapter import KVPressCompressor, attention_layers
+
+attention.register()
+
+if TYPE_CHECKING:
+    from kvpress.presses.base_press import BasePress
+    from transformers import PreTrainedModel
+
+
+@dataclass
+class StreamingLLM(KVPressCompressor):
+    """Attention sinks plus the most recent tokens; ``n_sink`` sinks always stay."""
+
+    n_sink: int = 4
+
+    def build_press(self, ratio: float) -> BasePress:
+        return StreamingLLMPress(compression_ratio=ratio, n_sink=self.n_sink)
+
+
+@dataclass
+class SnapKV(KVPressCompressor):
+    """Observation-window attention, pooled; the window itself is always kept."""
+
+    window_size: int = 64
+    kernel_size: int = 5
+
+    def build_press(self, ratio: float) -> BasePress:
+        return SnapKVPress(compression_ratio=ratio, window_size=self.window_size, kernel_size=self.kernel_size)
+
+    def setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
+        if ratio > 0 and n_context <= self.window_size:
+            return Setting(ratio, None, self.press_fields(), False, self._short(n_context))
+        return super().setting(ratio, n_context, model)
+
+    def _short(self, n_context: int) -> str:
+        return f"context of {n_context} tokens is not longer than window_size={self.window_size}"
+
+
+@dataclass
+class TOVA(KVPressCompressor):
+    """Current-query attention; the same positions for every head of a layer."""
+
+    def build_press(self, ratio: float) -> BasePress:
+        return TOVAPress(compression_ratio=ratio)
+
+
+@dataclass
+class KeyDiff(KVPressCompressor):
+    """Key-similarity eviction (keeps keys least similar to the mean key)."""
+
+    def build_press(self, ratio: float) -> BasePress:
+        return KeyDiffPress(compression_ratio=ratio)
+
+
+@dataclass
+class ThinK(KVPressCompressor):
+    """Key-channel pruning. Only keys shrink, so the overall ratio is half the channel ratio and
+    ratios above 0.5 are out of its reach (recorded as unsupported, never run otherwise)."""
+
+    window_size: int = 32
+    mutates_keys: ClassVar[bool] = True
+
+    def build_press(self, ratio: float) -> BasePress:
+        return ThinKPress(key_channel_compression_ratio=2 * ratio, window_size=self.window_size)
+
+    def setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
+        channel_ratio = 2 * ratio
+        params = {"window_size": self.window_size, "key_channel_compression_ratio": channel_ratio}
+        if channel_ratio > 1:
+            reason = f"ThinK prunes key channels only: ratio={ratio} needs {channel_ratio:.2f} of key channels"
+            return Setting(ratio, None, params, False, reason + " removed (at most 1.0)")
+        head_dim = attention_layers(model)[0].head_dim
+        params["key_channels_kept"] = head_dim - int(head_dim * channel_ratio)
+        params["head_dim"] = head_dim
+        return Setting(ratio, 1 - ratio, params)
+
+
+@dataclass
+class ChunkKV(KVPressCompressor):
+    """Whole chunks of ``chunk_length`` tokens, scored by a K-norm base press."""
+
+    chunk_length: int = 20
+
+    def build_press(self, ratio: float) -> BasePress:
+        return ChunkKVPress(press=KnormPress(compression_ratio=ratio), chunk_length=self.chunk_length)
+
+    def setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
+        complete, rest = divmod(n_context, self.chunk_length)
+        if complete == 0 or ratio == 0:
+            return super().setting(ratio, n_context, model)
+        n_chunks = complete + (rest > 0)
+        kept_chunks = max(1, int(n_chunks * (1 - ratio)))
+        # the partial last chunk is kept only when it scores among the top chunks: the exact
+        # count is known after scoring; report the bound with full chunks
+        kept = kept_chunks * self.chunk_length
+        params = {"chunk_length": self.chunk_length, "base": "knorm", "chunks_kept": kept_chunks}
+        params["kept_tokens_upper_bound"] = min(n_context, kept)
+        return Setting(ratio, min(n_context, kept) / n_context, params)
+
+
+@dataclass
+class AdaKV(KVPressCompressor):
+    """Head-wise budgets over a SnapKV base; masks keys per head instead of shrinking the cache."""
+
+    window_size: int = 64
+    kernel_size: int = 5
+    alpha_safeguard: float = 0.2
+
+    def build_press(self, ratio: float) -> BasePress:
+        base = SnapKVPress(compression_ratio=ratio, window_size=self.window_size, kernel_size=self.kernel_size)
+        return AdaKVPress(press=base, alpha_safeguard=self.alpha_safeguard)
+
+    def setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
+        if ratio > 0 and n_context <= self.window_size:
+            reason = f"context of {n_context} tokens is not longer than window_size={self.window_size}"
+            return Setting(ratio, None, self.press_fields(), False, reason)
+        kept = n_kept(n_context, ratio) if ratio > 0 else n_context
+        params = {"mean_kept_tokens_per_head": kept, **self.press_fields()}
+        return Setting(ratio, kept / n_context, params)
+
+
+@dataclass
+class PyramidKV(KVPressCompressor):
+    """Layer budgets shrinking with depth over SnapKV scores. Layers end with different cache
+    lengths, so it runs on kvx's per-layer causal attention (works on CPU and GPU)."""
+
+    window_size: int = 64
+    kernel_size: int = 5
+    beta: int = 20
+    attn_implementation: ClassVar[str | None] = attention.NAME
+
+    def build_press(self, ratio: float) -> BasePress:
+        return PyramidKVPress(
+            compression_ratio=ratio, window_size=self.window_size, kernel_size=self.kernel_size, beta=self.beta
+        )
+
+    def setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
+        if ratio > 0 and n_context <= self.window_size:
+            reason = f"context of {n_context} tokens is not longer than window_size={self.window_size}"
+            return Setting(ratio, None, self.press_fields(), False, reason)
+        if ratio == 0:
+            return super().setting(ratio, n_context, model)
+        press = self.build_press(ratio)
+        budgets = [press.get_layer_budget(m, n_context) for m in attention_layers(model)]
+        params = {"kept_tokens_per_layer": budgets, **self.press_fields()}
+        return Setting(ratio, sum(budgets) / (len(budgets) * n_context), params)

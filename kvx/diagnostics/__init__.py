@@ -1,0 +1,1 @@
+"""Diagnostics: measurements attached to compressed records (KVDiagnosis section 4)."""

@@ -1,0 +1,223 @@
+"""The run engine: one cell = one task split x reader x compressor x setting x seed.
+
+Per source, the FullCache control is computed once and reused by every cell (ControlStore);
+the context is prefilled once per process and every fast-path compressor builds its cache from
+that capture (CaptureCache). Failures on one source become an ``error`` record; settings a
+compressor cannot honour become ``unsupported`` records. Neither is ever scored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import asdict, dataclass
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from kvx.capture import Capture, CaptureCache, capture_prefill
+from kvx.compressors.base import Compressor, Setting
+from kvx.compressors.none import NoCompression
+from kvx.controls import ControlStore, control_key
+from kvx.generation import Generation, greedy_decode
+from kvx.readers.base import LoadedReader, Prompt, attn_implementation
+from kvx.records import transition, validate
+from kvx.tasks.base import Source, Task
+
+
+@dataclass
+class Cell:
+    task_name: str
+    task: Task
+    reader_name: str
+    press_name: str
+    compressor: Compressor
+    ratio: float
+    seed: int
+    n_sources: int
+    context_tokens: int
+    max_new_tokens: int
+    query_aware: bool = False
+
+
+def versions() -> dict[str, str]:
+    return {d: version(d) for d in ("kvx", "torch", "transformers", "kvpress")}
+
+
+def prompt_hash(prompt: Prompt) -> str:
+    digest = hashlib.sha256()
+    for ids in (prompt.context_ids, prompt.question_ids):
+        digest.update(ids.detach().cpu().to(torch.int64).numpy().tobytes())
+        digest.update(b"|")
+    return digest.hexdigest()
+
+
+class Engine:
+    """Process-wide state shared by every cell a process runs."""
+
+    def __init__(self, outputs_dir: Path, capture_cache_bytes: int) -> None:
+        self.controls = ControlStore(outputs_dir / "controls")
+        self.captures = CaptureCache(capture_cache_bytes)
+        self._splits: dict[str, list[Source]] = {}
+        self.prefills = 0  # context prefills actually run by this process
+
+    def sources(self, cell: Cell, reader: LoadedReader) -> list[Source]:
+        key = repr((cell.task_name, asdict(cell.task), cell.seed, cell.n_sources, cell.context_tokens, reader.name))
+        if key not in self._splits:
+            self._splits[key] = cell.task.sources(
+                cell.n_sources, cell.seed, cell.context_tokens, reader.count_tokens
+            )
+        return self._splits[key]
+
+    def split_key(self, cell: Cell, reader: LoadedReader) -> str:
+        """Identity of the control group: task split, reader, decoding config."""
+        return control_key(
+            task=cell.task_name,
+            task_config=asdict(cell.task),
+            scorer=type(cell.task).scorer_version,
+            seed=cell.seed,
+            n_sources=cell.n_sources,
+            context_tokens=cell.context_tokens,
+            reader=reader.name,
+            revision=reader.revision,
+            max_new_tokens=cell.max_new_tokens,
+        )
+
+    def _capture(self, reader: LoadedReader, ids: torch.Tensor) -> Capture:
+        key = hashlib.sha256(ids.detach().cpu().to(torch.int64).numpy().tobytes()).hexdigest()
+        capture = self.captures.get(key)
+        if capture is None:
+            self.prefills += 1
+            capture = capture_prefill(reader.model, ids)
+            self.captures.put(key, capture)
+        return capture
+
+    def _answer(self, gen: Generation, source: Source, task: Task) -> dict[str, Any]:
+        score = float(task.score(gen.text, source))
+        return {
+            "output": gen.text,
+            "normalized": task.normalize(gen.text),
+            "score": score,
+            "correct": bool(task.is_correct(score)),
+            "token_ids": gen.token_ids,
+            "stop_reason": gen.stop_reason,
+        }
+
+    def control(self, cell: Cell, reader: LoadedReader, source: Source, prompt: Prompt, split: str) -> dict:
+        key = control_key(split=split, prompt=prompt_hash(prompt), source=source.digest())
+        stored = self.controls.get(key)
+        if stored is not None:
+            return stored
+        capture = self._capture(reader, prompt.context_ids)
+        gen = greedy_decode(
+            reader.model,
+            reader.tokenizer,
+            capture.full_cache(),
+            prompt.question_ids,
+            capture.n_tokens,
+            cell.max_new_tokens,
+        )
+        answer = self._answer(gen, source, cell.task)
+        self.controls.put(key, answer)
+        return answer
+
+    def compressed(self, cell: Cell, reader: LoadedReader, prompt: Prompt) -> Generation:
+        model, comp = reader.model, cell.compressor
+        n_ctx = prompt.context_ids.shape[1]
+        if cell.query_aware:  # the question (all but its last token) goes through the compressor
+            prefill_ids = torch.cat([prompt.context_ids, prompt.question_ids[:, :-1]], dim=1)
+            feed = prompt.question_ids[:, -1:]
+        else:
+            prefill_ids, feed = prompt.context_ids, prompt.question_ids
+        with attn_implementation(model, comp.attn_implementation):
+            if comp.fast_path:
+                cache = comp.compress_captured(model, self._capture(reader, prefill_ids), cell.ratio)
+            else:
+                self.prefills += 1
+                cache = comp.prefill(model, prefill_ids, cell.ratio)
+            start = prefill_ids.shape[1] if cell.query_aware else n_ctx
+            if comp.decode_from_cache_length:
+                start = cache.get_seq_length()
+            return greedy_decode(model, reader.tokenizer, cache, feed, start, cell.max_new_tokens)
+
+    @torch.inference_mode()
+    def run_cell(
+        self, cell: Cell, reader: LoadedReader, config_hash: str, progress: bool = True
+    ) -> list[dict[str, Any]]:
+        split = self.split_key(cell, reader)
+        base = {
+            "task": cell.task_name,
+            "reader": reader.name,
+            "model_revision": reader.revision,
+            "compressor": cell.press_name,
+            "seed": cell.seed,
+            "query_aware": cell.query_aware,
+            "config_hash": config_hash,
+            "versions": versions(),
+        }
+        records = []
+        sources = self.sources(cell, reader)
+        label = f"{cell.press_name}@{cell.ratio}"
+        for source in tqdm(sources, desc=label, disable=not progress, leave=False):
+            started = time.perf_counter()
+            with reader.autocast():
+                prompt = reader.encode(source.context, source.question, source.answer_prefix)
+                n_ctx = int(prompt.context_ids.shape[1])
+                setting = cell.compressor.setting(cell.ratio, n_ctx, reader.model)
+                record = {
+                    **base,
+                    "key": "/".join(
+                        [cell.task_name, source.id, f"{reader.name}@{reader.revision}", cell.press_name]
+                        + [f"ratio={cell.ratio}", f"seed={cell.seed}"]
+                    ),
+                    "source_id": source.id,
+                    "references": list(source.answers),
+                    "setting": setting_dict(setting),
+                    "prompt_hash": prompt_hash(prompt),
+                    "n_context_tokens": n_ctx,
+                    "n_question_tokens": int(prompt.question_ids.shape[1]),
+                    "full": None,
+                    "compressed": None,
+                    "transition": None,
+                }
+                if not setting.supported:
+                    record.update(status="unsupported", reason=setting.reason)
+                else:
+                    try:
+                        record["full"] = self.control(cell, reader, source, prompt, split)
+                    except Exception as exc:  # no control, no pair: an error, not a wrong answer
+                        record.update(status="error", reason=f"FullCache control: {type(exc).__name__}: {exc}")
+                    else:
+                        record.update(self._compressed_record(cell, reader, prompt, source, record["full"]))
+            record["seconds"] = time.perf_counter() - started
+            validate(record)
+            records.append(record)
+        return records
+
+    def _compressed_record(
+        self, cell: Cell, reader: LoadedReader, prompt: Prompt, source: Source, full: dict[str, Any]
+    ) -> dict[str, Any]:
+        if isinstance(cell.compressor, NoCompression) and not cell.query_aware:
+            comp = dict(full)  # the FullCache cell is the control itself
+        else:
+            try:
+                comp = self._answer(self.compressed(cell, reader, prompt), source, cell.task)
+            except Exception as exc:  # recorded, counted, never scored as wrong
+                return {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
+        return {
+            "status": "supported",
+            "reason": "",
+            "compressed": comp,
+            "transition": transition(full["correct"], comp["correct"]),
+        }
+
+
+def setting_dict(setting: Setting) -> dict[str, Any]:
+    return {
+        "ratio": setting.ratio,
+        "retained_share": setting.retained_share,
+        "method_parameter": setting.method_parameter,
+    }

@@ -1,0 +1,1 @@
+"""Readers: the models that answer."""

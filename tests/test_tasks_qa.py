@@ -1,0 +1,200 @@
+"""File-backed QA tasks: HotpotQA in its native format and user JSONL files."""
+
+import json
+
+import pytest
+
+from kvx.tasks.hotpotqa import HotpotQA
+from kvx.tasks.jsonl import JsonlTask, seeded_order
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+HOTPOT = [
+    {
+        "_id": "a1",
+        "question": "Which city is the capital of France?",
+        "answer": "Paris",
+        "type": "bridge",
+        "level": "easy",
+        "supporting_facts": [["France", 1], ["Paris", 0]],
+        "context": [
+            ["Berlin", ["Berlin is in Germany.", " It is large."]],
+            ["France", ["France is a country.", " Its capital is Paris.", " It uses the euro."]],
+            ["Paris", ["Paris is a city.", " It has a tower."]],
+        ],
+    },
+    {
+        "_id": "b2",
+        "question": "Were A and B both poets?",
+        "answer": "yes",
+        "type": "comparison",
+        "level": "hard",
+        "supporting_facts": [["A", 0], ["B", 5], ["Missing", 0], ["A", 1]],
+        "context": [["A", ["A was a poet.", " "]], ["B", ["B was a poet too."]]],
+    },
+    {
+        "_id": "c3",
+        "question": "Q3?",
+        "answer": "x",
+        "supporting_facts": [["T", 0]],
+        "context": [["T", ["Fact."]]],
+    },
+]
+
+
+@pytest.fixture
+def hotpot_file(tmp_path):
+    path = tmp_path / "hotpot.json"
+    path.write_text(json.dumps(HOTPOT))
+    return str(path)
+
+
+def by_id(sources):
+    return {source.id: source for source in sources}
+
+
+def test_hotpot_context_layout_and_exact_evidence(hotpot_file):
+    source = by_id(HotpotQA(path=hotpot_file).sources(3, 0, 0, words))["hotpotqa_a1"]
+    assert (
+        "Document 1:\nBerlin\nBerlin is in Germany. It is large.\n\nDocument 2:\nFrance\n" in source.context
+    )
+    assert source.context.startswith("Answer the question based on the given documents.")
+    assert source.question.endswith("Question: Which city is the capital of France?")
+    assert [source.context[s:e] for s, e in source.evidence] == ["Its capital is Paris.", "Paris is a city."]
+    assert [f["aligned"] for f in source.metadata["supporting_facts"]] == [True, True]
+    assert source.answers == ["Paris"]
+    assert source.answer_prefix == "Answer:"
+    assert source.metadata["prompt_tokens"] == words(f"{source.context}\n{source.question}")
+
+
+def test_hotpot_records_unaligned_supporting_facts(hotpot_file):
+    source = by_id(HotpotQA(path=hotpot_file).sources(3, 0, 0, words))["hotpotqa_b2"]
+    facts = source.metadata["supporting_facts"]
+    assert [(f["title"], f["sentence"], f["aligned"]) for f in facts] == [
+        ("A", 0, True),
+        ("B", 5, False),
+        ("Missing", 0, False),
+        ("A", 1, False),
+    ]
+    assert [source.context[s:e] for s, e in source.evidence] == ["A was a poet."]
+
+
+def test_hotpot_scoring_uses_normalised_containment(hotpot_file):
+    task = HotpotQA(path=hotpot_file)
+    source = by_id(task.sources(3, 0, 0, words))["hotpotqa_a1"]
+    assert task.score("The answer is PARIS, France.", source) == 1.0
+    assert task.score("Lyon", source) == 0.0
+    assert task.is_correct(task.score("paris!", source))
+    assert task.normalize(" Paris, France. ") == "paris france"
+
+
+def test_hotpot_subsample_is_seeded(hotpot_file):
+    task = HotpotQA(path=hotpot_file)
+    ids = {seed: [s.id for s in task.sources(2, seed, 0, words)] for seed in range(6)}
+    assert ids[0] == [s.id for s in task.sources(2, 0, 0, words)]
+    assert len({tuple(v) for v in ids.values()}) > 1
+    with pytest.raises(ValueError, match="only 3 rows"):
+        task.sources(4, 0, 0, words)
+
+
+def test_seeded_order_is_a_prefix_stable_permutation():
+    assert seeded_order(100, 10, 1) == seeded_order(100, 30, 1)[:10]
+    assert seeded_order(100, 10, 1) != seeded_order(100, 10, 2)
+    assert sorted(seeded_order(50, 50, 3)) == list(range(50))
+
+
+def test_hotpot_shipped_file():
+    pytest.importorskip("long_context_eval")
+    from kvx.tasks.ruler import ruler_data_file
+
+    sources = HotpotQA().sources(20, 0, 0, words)
+    rows = {row["_id"]: row for row in json.loads(ruler_data_file("hotpotqa.json").read_text())}
+    for source in sources:
+        row = rows[source.id.removeprefix("hotpotqa_")]
+        paragraphs = {title: sentences for title, sentences in reversed(row["context"])}
+        expected = [
+            paragraphs[title][i].strip()
+            for title, i in row["supporting_facts"]
+            if title in paragraphs and i < len(paragraphs[title]) and paragraphs[title][i].strip()
+        ]
+        assert [source.context[s:e] for s, e in source.evidence] == expected
+        assert len(expected) >= 2
+        assert source.answers == [row["answer"]]
+
+
+@pytest.fixture
+def jsonl_file(tmp_path):
+    rows = [
+        {
+            "uid": "r0",
+            "context": "Alice lives in Rome. Bob lives in Oslo.",
+            "question": "Where does Bob live?",
+            "answers": ["Oslo"],
+            "evidence": ["Bob lives in Oslo."],
+        },
+        {
+            "uid": "r1",
+            "context": "The sky is blue.",
+            "question": "What colour is the sky?",
+            "answers": "blue",
+            "evidence": [[0, 16]],
+        },
+        {
+            "uid": "r2",
+            "context": "Two and three.",
+            "question": "Which numbers?",
+            "answers": ["two", "three"],
+            "evidence": [],
+        },
+    ]
+    path = tmp_path / "mine.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return str(path)
+
+
+def test_jsonl_fields_evidence_and_ids(jsonl_file):
+    task = JsonlTask(path=jsonl_file, evidence_field="evidence", id_field="uid")
+    sources = by_id(task.sources(3, 0, 0, words))
+    assert set(sources) == {"r0", "r1", "r2"}
+    r0, r1 = sources["r0"], sources["r1"]
+    assert [r0.context[s:e] for s, e in r0.evidence] == ["Bob lives in Oslo."]
+    assert r1.evidence == [(0, 16)] and r1.answers == ["blue"]
+    assert task.score("Two, maybe", sources["r2"]) == 0.5
+
+
+def test_jsonl_default_ids_and_no_evidence(jsonl_file):
+    sources = JsonlTask(path=jsonl_file).sources(3, 1, 0, words)
+    assert sorted(s.id for s in sources) == ["mine_000000", "mine_000001", "mine_000002"]
+    assert all(s.evidence == [] for s in sources)
+
+
+@pytest.mark.parametrize(("scorer", "expected"), [("string_match_all", 0.5), ("string_match_part", 1.0)])
+def test_jsonl_ruler_scorers(jsonl_file, scorer, expected):
+    task = JsonlTask(path=jsonl_file, id_field="uid", scorer=scorer)
+    source = by_id(task.sources(3, 0, 0, words))["r2"]
+    assert task.score("THREE", source) == expected
+    assert task.normalize(" THREE. ") == "THREE."
+
+
+def test_jsonl_errors(jsonl_file, tmp_path):
+    with pytest.raises(ValueError, match="task.path"):
+        JsonlTask().sources(1, 0, 0, words)
+    missing = str(tmp_path / "nope.jsonl")
+    with pytest.raises(ValueError, match="nope.jsonl"):
+        JsonlTask(path=missing).sources(1, 0, 0, words)
+    with pytest.raises(ValueError, match="passage"):
+        JsonlTask(path=jsonl_file, context_field="passage").sources(1, 0, 0, words)
+    with pytest.raises(ValueError, match="scorer"):
+        JsonlTask(path=jsonl_file, scorer="bleu")
+
+
+def test_jsonl_rejects_evidence_outside_the_context(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(
+        json.dumps({"context": "abc", "question": "q", "answers": ["a"], "evidence": ["zzz"]}) + "\n"
+    )
+    with pytest.raises(ValueError, match="not found"):
+        JsonlTask(path=str(path), evidence_field="evidence").sources(1, 0, 0, words)
