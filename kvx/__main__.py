@@ -8,6 +8,7 @@ with the list of registered names instead of after a model load.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
@@ -17,7 +18,14 @@ from kvx.errors import ConfigError
 from kvx.registry import RegistryError
 
 
-@hydra.main(version_base="1.3", config_path="pkg://kvx.conf", config_name="config")
+def conf_dir() -> str:
+    """``conf/`` ships inside the wheel as ``kvx/conf``; a source checkout keeps it at the top level."""
+    here = Path(__file__).resolve().parent
+    installed = here / "conf"
+    return str(installed if (installed / "config.yaml").exists() else here.parent / "conf")
+
+
+@hydra.main(version_base="1.3", config_path=conf_dir(), config_name="config")
 def _hydra_main(cfg: DictConfig) -> dict[str, float]:
     from kvx.app import run
 

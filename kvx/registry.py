@@ -92,7 +92,7 @@ class Registry:
             dists = ", ".join(e.qualified for e in matches)
             raise RegistryError(
                 f"{self.kind} '{name}' is registered by more than one distribution ({dists}); "
-                f"choose one as {self.kind.replace('_', '')}=<dist>:{name}"
+                f"choose one as {'press' if self.kind == 'compressor' else self.kind}=<dist>:{name}"
             )
         if not matches:
             raise RegistryError(unknown_message(self.kind, name, self.names()))

@@ -96,6 +96,9 @@ def load_reader(name: str, reader: Reader) -> LoadedReader:
     """Load a reader once per process: every cell of a sweep reuses the same model."""
     key = f"{name}:{sorted(reader.identity().items())}"
     if key not in _LOADED:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # weight-loading bars would drown the sweep's own
         model, tokenizer, revision = reader.load_model()
         fabric = make_fabric(reader.accelerator, reader.precision)
         model = fabric.setup_module(model).module  # moves and converts in place

@@ -1,0 +1,146 @@
+"""Compressors: the fast path reproduces the hook path exactly; settings mean what they say."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kvx.capture import capture_prefill
+from kvx.compressors.base import check_ratio, n_kept
+from kvx.compressors.kvpress_adapter import attention_layers
+from kvx.errors import ConfigError
+from kvx.readers.base import attn_implementation
+from kvx.registry import registry
+
+BUILTIN = [e.name for e in registry("compressor").entries if e.dist == "kvx"]
+
+
+def _layer_tensors(cache, idx):
+    layer = cache.layers[idx]
+    if hasattr(layer, "_quantized_keys"):
+        return layer._dequantize(layer._quantized_keys), layer._dequantize(layer._quantized_values)
+    return layer.keys, layer.values
+
+
+@pytest.fixture(scope="module")
+def prompt(tiny):
+    return tiny.encode("The grass is green. The sky is blue. " * 12, "What colour is the sky?", "It is")
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_fast_path_equals_hook_path(tiny, prompt, name):
+    comp = registry("compressor").get(name)()
+    if not comp.fast_path:
+        pytest.skip(f"{name} runs on the hook path only")
+    model = tiny.model
+    with torch.inference_mode(), attn_implementation(model, comp.attn_implementation):
+        hook = comp.prefill(model, prompt.context_ids, 0.5)
+        hook_masks = [getattr(m, "masked_key_indices", None) for m in attention_layers(model)]
+        fast = comp.compress_captured(model, capture_prefill(model, prompt.context_ids), 0.5)
+        fast_masks = [getattr(m, "masked_key_indices", None) for m in attention_layers(model)]
+    for idx in range(len(hook.layers)):
+        hk, hv = _layer_tensors(hook, idx)
+        fk, fv = _layer_tensors(fast, idx)
+        assert torch.equal(hk, fk) and torch.equal(hv, fv), f"{name}: layer {idx} differs"
+    for hm, fm in zip(hook_masks, fast_masks):
+        assert (hm is None) == (fm is None)
+        if hm is not None:
+            assert all(torch.equal(a, b) for a, b in zip(hm, fm))
+
+
+def _kept_positions(kept_keys: torch.Tensor, full_keys: torch.Tensor, head: int) -> set[int]:
+    """Original positions of kept rows (kvpress stores them in score order, not position order)."""
+    match = (kept_keys[0, head][:, None, :] == full_keys[0, head][None, :, :]).all(-1)
+    assert bool(match.any(-1).all())
+    return set(match.float().argmax(-1).tolist())
+
+
+def test_streaming_llm_keeps_sinks_and_recent_window(tiny, prompt):
+    comp = registry("compressor").get("streaming_llm")()
+    cap = capture_prefill(tiny.model, prompt.context_ids)
+    with torch.inference_mode():
+        cache = comp.compress_captured(tiny.model, cap, 0.5)
+    n = cap.n_tokens
+    kept = n_kept(n, 0.5)
+    expected = set(range(4)) | set(range(n - (kept - 4), n))
+    for head in range(cache.layers[0].keys.shape[1]):
+        assert _kept_positions(cache.layers[0].keys, cap.layers[0].keys, head) == expected
+
+
+def test_fast_path_leaves_the_capture_untouched(tiny, prompt):
+    """ThinK zeroes key channels in place: the captured keys must survive for the next cell."""
+    cap = capture_prefill(tiny.model, prompt.context_ids)
+    before = cap.layers[0].keys.clone()
+    with torch.inference_mode():
+        registry("compressor").get("think")().compress_captured(tiny.model, cap, 0.5)
+    assert torch.equal(cap.layers[0].keys, before)
+
+
+def test_think_ratio_above_half_is_unsupported(tiny):
+    think = registry("compressor").get("think")()
+    s = think.setting(0.75, 100, tiny.model)
+    assert not s.supported and "key channels" in s.reason
+    ok = think.setting(0.25, 100, tiny.model)
+    head_dim = attention_layers(tiny.model)[0].head_dim
+    assert ok.supported and ok.method_parameter["key_channel_compression_ratio"] == 0.5
+    assert ok.method_parameter["key_channels_kept"] == head_dim - int(head_dim * 0.5)
+
+
+def test_scorer_setting_reports_kept_tokens(tiny):
+    s = registry("compressor").get("tova")().setting(0.25, 1000, tiny.model)
+    assert s.method_parameter["kept_tokens_per_head"] == 750 and s.retained_share == 0.75
+
+
+def test_pyramidkv_layer_budgets_shrink_and_decode_on_cpu(tiny, prompt):
+    from kvx.generation import greedy_decode
+
+    comp = registry("compressor").get("pyramidkv")(window_size=8)
+    s = comp.setting(0.5, prompt.context_ids.shape[1], tiny.model)
+    budgets = s.method_parameter["kept_tokens_per_layer"]
+    assert budgets == sorted(budgets, reverse=True) and budgets[0] > budgets[-1]
+    with torch.inference_mode(), attn_implementation(tiny.model, comp.attn_implementation):
+        cache = comp.prefill(tiny.model, prompt.context_ids, 0.5)
+        assert [cache.layers[i].keys.shape[2] for i in range(len(budgets))] == budgets
+        gen = greedy_decode(tiny.model, tiny.tokenizer, cache, prompt.question_ids, prompt.context_ids.shape[1], 4)
+    assert len(gen.token_ids) >= 1
+
+
+def test_per_layer_causal_attention_matches_sdpa_for_uniform_caches(tiny, prompt):
+    from kvx.compressors import attention
+    from kvx.generation import greedy_decode
+
+    attention.register()
+    outs = []
+    for impl in ("sdpa", attention.NAME):
+        with torch.inference_mode(), attn_implementation(tiny.model, impl):
+            cache = capture_prefill(tiny.model, prompt.context_ids).full_cache()
+            outs.append(
+                greedy_decode(tiny.model, tiny.tokenizer, cache, prompt.question_ids, cache.get_seq_length(), 6)
+            )
+    assert outs[0].token_ids == outs[1].token_ids
+
+
+@pytest.mark.parametrize(("ratio", "bits"), [(0.25, 8), (0.5, 4), (0.75, 2)])
+def test_hqq_maps_paper_labels_to_bits(tiny, ratio, bits):
+    s = registry("compressor").get("hqq")().setting(ratio, 500, tiny.model)
+    assert s.method_parameter["bits"] == bits and s.retained_share == bits / 16
+
+
+def test_hqq_rejects_other_bits_and_ratios(tiny):
+    hqq = registry("compressor").get("hqq")
+    with pytest.raises(ConfigError, match="bits=3"):
+        hqq(bits=3).validate(0.5)
+    s = hqq().setting(0.3, 500, tiny.model)
+    assert not s.supported and "ratio=0.3" in s.reason
+
+
+@pytest.mark.parametrize("bad", [1.0, -0.1, "abc", True])
+def test_bad_ratio_names_the_value(bad):
+    with pytest.raises(ConfigError, match="ratio"):
+        check_ratio(bad)
+
+
+def test_generated_catalog_fields_are_overridable():
+    cls = registry("compressor").get("expected_attention")
+    obj = cls(n_sink=8)
+    assert obj.build_press(0.5).n_sink == 8 and obj.build_press(0.5).compression_ratio == 0.5

@@ -1,0 +1,134 @@
+"""Run engine: one control per source, one prefill per source, no silent losses, kvpress parity."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+from kvpress import KnormPress, SnapKVPress, StreamingLLMPress, TOVAPress
+from transformers import pipeline
+
+from kvx.compressors.presets import TOVA, SnapKV, StreamingLLM, ThinK
+from kvx.engine import Cell, Engine
+from kvx.records import cell_metrics, validate
+from kvx.registry import registry
+from kvx.tasks.ruler import NiahSingle
+
+N = 3
+
+
+def cell(press_name: str, compressor, ratio: float, **kw) -> Cell:
+    base = dict(
+        task_name="ruler_niah_single",
+        task=NiahSingle(),
+        reader_name="tiny",
+        press_name=press_name,
+        compressor=compressor,
+        ratio=ratio,
+        seed=0,
+        n_sources=N,
+        context_tokens=400,
+        max_new_tokens=6,
+    )
+    base.update(kw)
+    return Cell(**base)
+
+
+def test_control_and_prefill_run_once_per_source_across_the_grid(tiny, engine):
+    for comp in (SnapKV(window_size=16), TOVA()):
+        for ratio in (0.25, 0.5):
+            records = engine.run_cell(cell(type(comp).__name__, comp, ratio), tiny, "h", progress=False)
+            assert [r["status"] for r in records] == ["supported"] * N
+    assert engine.controls.computed == N
+    assert engine.prefills == N  # the captured prefill served every fast-path cell
+
+
+def test_controls_are_reused_by_a_later_process(tiny, tmp_path):
+    first = Engine(tmp_path, 2**28)
+    a = first.run_cell(cell("tova", TOVA(), 0.5), tiny, "h", progress=False)
+    second = Engine(tmp_path, 2**28)
+    b = second.run_cell(cell("tova", TOVA(), 0.25), tiny, "h", progress=False)
+    assert first.controls.computed == N and second.controls.computed == 0 and second.controls.loaded == N
+    assert [r["full"] for r in a] == [r["full"] for r in b]
+
+
+def test_records_follow_the_schema_and_pair_transitions(tiny, engine):
+    records = engine.run_cell(cell("tova", TOVA(), 0.5), tiny, "h", progress=False)
+    for r in records:
+        validate(r)
+        expected = f"{'C' if r['full']['correct'] else 'W'}→{'C' if r['compressed']['correct'] else 'W'}"
+        assert r["transition"] == expected
+        assert r["setting"]["method_parameter"]["kept_tokens_per_head"] == int(r["n_context_tokens"] * 0.5)
+        assert len(r["prompt_hash"]) == 64 and r["key"].endswith("/tova/ratio=0.5/seed=0")
+
+
+@dataclass
+class FailsOnSecondSource(TOVA):
+    calls: int = 0
+
+    def compress_captured(self, model, capture, ratio):
+        self.calls += 1
+        if self.calls == 2:
+            raise RuntimeError("boom on purpose")
+        return super().compress_captured(model, capture, ratio)
+
+
+def test_an_exception_on_one_source_is_an_error_record_not_a_wrong_answer(tiny, engine):
+    records = engine.run_cell(cell("fails", FailsOnSecondSource(), 0.5), tiny, "h", progress=False)
+    assert [r["status"] for r in records] == ["supported", "error", "supported"]
+    assert records[1]["reason"] == "RuntimeError: boom on purpose"
+    assert records[1]["compressed"] is None and records[1]["transition"] is None
+    m = cell_metrics(records)
+    assert m["n_error"] == 1 and m["n_supported"] == 2
+    assert m["n_cc"] + m["n_cw"] + m["n_wc"] + m["n_ww"] == 2
+
+
+def test_unsupported_setting_runs_nothing(tiny, engine):
+    records = engine.run_cell(cell("think", ThinK(), 0.75), tiny, "h", progress=False)
+    assert all(r["status"] == "unsupported" and "key channels" in r["reason"] for r in records)
+    assert all(r["full"] is None and r["compressed"] is None for r in records)
+    assert engine.prefills == 0 and engine.controls.computed == 0
+    assert cell_metrics(records)["n_unsupported"] == N
+
+
+def test_no_compression_cell_is_the_control(tiny, engine):
+    none = registry("compressor").get("none")()
+    records = engine.run_cell(cell("none", none, 0.0), tiny, "h", progress=False)
+    assert all(r["full"] == r["compressed"] for r in records)
+    assert {r["transition"] for r in records} <= {"C→C", "W→W"}
+
+
+def test_query_aware_mode_compresses_with_the_question(tiny, engine):
+    records = engine.run_cell(cell("snapkv", SnapKV(window_size=8), 0.5, query_aware=True), tiny, "h", False)
+    assert all(r["status"] == "supported" and r["query_aware"] for r in records)
+
+
+@pytest.mark.parametrize(
+    ("comp", "press"),
+    [
+        (registry("compressor").get("none")(), None),
+        (SnapKV(window_size=16), SnapKVPress(compression_ratio=0.5, window_size=16)),
+        (TOVA(), TOVAPress(compression_ratio=0.5)),
+        (StreamingLLM(), StreamingLLMPress(compression_ratio=0.5)),
+        (registry("compressor").get("knorm")(), KnormPress(compression_ratio=0.5)),
+    ],
+    ids=["none", "snapkv", "tova", "streaming_llm", "knorm"],
+)
+def test_answers_match_kvpress_pipeline_token_for_token(tiny, engine, comp, press):
+    pipe = pipeline("kv-press-text-generation", model=tiny.model, tokenizer=tiny.tokenizer, device="cpu")
+    c = cell("x", comp, 0.5, max_new_tokens=12)
+    for source in engine.sources(c, tiny):
+        prompt = tiny.encode(source.context, source.question, source.answer_prefix)
+        ids = pipe.preprocess(
+            source.context, [source.question], source.answer_prefix, max_context_length=10**9
+        )
+        assert torch.equal(ids["context_ids"], prompt.context_ids)
+        assert torch.equal(ids["questions_ids"][0], prompt.question_ids)
+        expected = pipe(
+            source.context, question=source.question, answer_prefix=source.answer_prefix, press=press,
+            max_new_tokens=12,
+        )["answer"]
+        with torch.inference_mode():
+            got = engine.compressed(c, tiny, prompt).text
+        assert got == expected
