@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 from kvx.compressors.base import check_ratio
 from kvx.compressors.kvpress_adapter import KVPressCompressor
 from kvx.errors import ConfigError
-
 from kvx_plugin_example.value_norm_press import ValueNormPress
 
 if TYPE_CHECKING:

@@ -1,0 +1,132 @@
+"""End to end through ``python -m kvx``: the design-card sweep in MLflow, reuse, interruption, install."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["reader=tiny", "n_sources=3", "context_tokens=300", "max_new_tokens=4", "progress=false"]
+
+
+def env(**extra: str) -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    e.update(extra)
+    return e
+
+
+def kvx(args: list[str], cwd: Path, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kvx", *args], cwd=cwd, env=env(), capture_output=True, text=True, timeout=600, **kw
+    )
+
+
+def client(cwd: Path) -> tuple[MlflowClient, str]:
+    c = MlflowClient(tracking_uri=f"sqlite:///{cwd / 'outputs' / 'mlflow.db'}")
+    return c, c.get_experiment_by_name("kvx").experiment_id
+
+
+def runs(cwd: Path, role: str) -> list:
+    c, exp = client(cwd)
+    return c.search_runs([exp], filter_string=f"tags.`kvx.role` = '{role}'")
+
+
+def finished_cells(db: Path) -> int:
+    """Poll read-only with sqlite3: an MLflow client would race the writer's schema migration."""
+    query = (
+        "SELECT count(*) FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid "
+        "WHERE r.status = 'FINISHED' AND t.key = 'kvx.role' AND t.value = 'cell'"
+    )
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+            return conn.execute(query).fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def test_design_card_sweep_logs_parent_cells_and_control_then_reuses_them(tmp_path):
+    # window_size is a SnapKV field only, so TOVA gets its own sweep
+    proc = kvx(["-m", "press=snapkv", "ratio=0.25,0.5", "press.window_size=16", *TINY], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = kvx(["-m", "press=tova", "ratio=0.25,0.5", *TINY], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    c, _ = client(tmp_path)
+    cells, parents, controls = runs(tmp_path, "cell"), runs(tmp_path, "sweep"), runs(tmp_path, "control")
+    assert len(cells) == 4 and all(r.info.status == "FINISHED" for r in cells)
+    assert len(parents) == 2 and all(r.info.status == "FINISHED" for r in parents)
+    assert {r.data.tags["mlflow.parentRunId"] for r in cells} == {p.info.run_id for p in parents}
+    assert len(controls) == 1 and controls[0].info.status == "FINISHED"
+    assert sum(r.data.metrics["controls_computed"] for r in cells) == 3  # once per source, whole grid
+    for r in cells:
+        assert r.data.params["choices.press"] in {"snapkv", "tova"} and "ratio" in r.data.params
+        assert r.data.tags["version.kvpress"] and r.data.tags["kvx.config_hash"]
+        path = c.download_artifacts(r.info.run_id, "records.jsonl", str(tmp_path / r.info.run_id))
+        records = [json.loads(line) for line in Path(path).read_text().splitlines()]
+        assert len(records) == 3 and all(rec["status"] == "supported" for rec in records)
+        assert r.data.metrics["n_supported"] == 3
+
+    again = kvx(["-m", "press=tova", "ratio=0.25,0.5", *TINY], tmp_path)
+    assert again.returncode == 0 and (again.stdout + again.stderr).count("skip ") == 2
+    assert len(runs(tmp_path, "cell")) == 4  # nothing recomputed, nothing duplicated
+
+
+def test_interrupted_sweep_resumes_without_duplicates(tmp_path):
+    args = ["-m", "press=tova,knorm", "ratio=0.25,0.5", "reader=tiny", "n_sources=6"]
+    args += ["context_tokens=1500", "max_new_tokens=16", "progress=false"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvx", *args], cwd=tmp_path, env=env(), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    deadline = time.time() + 300
+    while time.time() < deadline and finished_cells(tmp_path / "outputs" / "mlflow.db") == 0:
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    finished_before = [r for r in runs(tmp_path, "cell") if r.info.status == "FINISHED"]
+    assert 1 <= len(finished_before) < 4
+
+    resumed = kvx(args, tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    cells = runs(tmp_path, "cell")
+    assert len(cells) == 4 and all(r.info.status == "FINISHED" for r in cells)
+    assert len({r.data.tags["kvx.config_hash"] for r in cells}) == 4
+    assert {r.info.run_id for r in finished_before} <= {r.info.run_id for r in cells}
+    assert (resumed.stdout + resumed.stderr).count("skip ") == len(finished_before)
+
+
+def test_a_failing_job_marks_the_parent_failed(tmp_path):
+    proc = kvx(["-m", "reader=tiny,hf", "press=tova", *TINY[1:]], tmp_path)
+    assert proc.returncode != 0 and "reader.model_id" in proc.stderr
+    parents = runs(tmp_path, "sweep")
+    assert len(parents) == 1 and parents[0].info.status == "FAILED"
+
+
+def test_config_is_found_after_a_non_editable_install(tmp_path):
+    site = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(site),
+         str(ROOT)],
+        check=True, capture_output=True, timeout=300,
+    )
+    probe = "import kvx.__main__ as m; print(m.__file__); print(m.conf_dir())"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, env=env(PYTHONPATH=str(site)), capture_output=True, text=True
+    )
+    module_file, conf = out.stdout.split()
+    assert module_file.startswith(str(site)) and conf == str(site / "kvx" / "conf")
+    cfg = subprocess.run(
+        [sys.executable, "-m", "kvx", "--cfg", "job", "press=tova"], cwd=tmp_path, env=env(PYTHONPATH=str(site)),
+        capture_output=True, text=True, timeout=300,
+    )
+    assert cfg.returncode == 0, cfg.stderr[-2000:]
+    assert "ratio: 0.5" in cfg.stdout and "mlflow:" in cfg.stdout

@@ -1,0 +1,247 @@
+"""Plugins through the real entry-point machinery: an installed third-party compressor runs end to
+end, a broken or colliding plugin does not take kvx down, and bad names or values fail before any
+model loads.
+
+Subprocess tests share one module-scoped set of plugin folders (each is put on ``PYTHONPATH``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+import torch
+
+from kvx.capture import capture_prefill
+from kvx.compressors.base import n_kept
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE_SRC = REPO / "plugins" / "kvx-plugin-example"
+#: a kvx subprocess that fails before composing a config takes ~1-2 s; leave room for a busy machine
+FAIL_FAST_S = 30.0
+#: byte-level tiny reader: ruler_niah_single needs ~280 tokens at least
+TINY_RUN = ["reader=tiny", "context_tokens=400", "progress=false"]
+
+Listing = dict[str, list[tuple[str, str, str, str]]]
+
+
+def _fake_dist(site: Path, name: str, version: str, entry_points: str) -> None:
+    """A distribution as importlib.metadata sees it: just a ``*.dist-info`` folder on sys.path."""
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text(entry_points)
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Folders to put on PYTHONPATH: the example plugin pip-installed, a broken and two colliding dists."""
+    root = tmp_path_factory.mktemp("plugins")
+    # build from a copy: setuptools leaves build/ and *.egg-info next to the sources it builds
+    src = root / "src"
+    shutil.copytree(EXAMPLE_SRC, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    example = root / "example"
+    pip = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--quiet"]
+    done = subprocess.run(
+        [*pip, "--no-index", "--target", str(example), str(src)], capture_output=True, text=True
+    )
+    if done.returncode != 0:  # some pip versions want an index even for a local build
+        done = subprocess.run([*pip, "--target", str(example), str(src)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    broken = root / "broken"
+    _fake_dist(
+        broken,
+        "kvx-broken-plugin",
+        "0.0.1",
+        "[kvx.compressors]\nbroken_press = kvx_broken_missing_module:Nope\n",
+    )
+    dup = root / "dup"
+    for dist in ("kvx-dup-a", "kvx-dup-b"):
+        _fake_dist(dup, dist, "0.0.1", "[kvx.compressors]\ndup_press = kvx.compressors.presets:TOVA\n")
+    return {"example": example, "broken": broken, "dup": dup}
+
+
+def _kvx(
+    args: list[str], cwd: Path, paths: Sequence[Path] = (), module: str = "kvx", **env: str
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run ``python -m <module> args`` with only ``paths`` added to sys.path; return it and its wall time."""
+    environ = {k: v for k, v in os.environ.items() if k not in {"MLFLOW_TRACKING_URI", "KVX_DISABLE_PLUGINS"}}
+    environ["PYTHONPATH"] = os.pathsep.join(str(p) for p in paths)
+    environ["TOKENIZERS_PARALLELISM"] = "false"
+    environ.update(env)
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=cwd,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return done, time.monotonic() - start
+
+
+def _listing(text: str) -> Listing:
+    """``python -m kvx.plugins`` output as group -> [(name, dist, version, status detail)]."""
+    out: Listing = {}
+    group = ""
+    for line in text.splitlines():
+        if not line.startswith(" "):
+            group = line.split(" ")[0]
+            out[group] = []
+        elif "(none registered)" not in line:
+            name, dist, version, detail = line.split(maxsplit=3)
+            out[group].append((name, dist, version, detail))
+    return out
+
+
+def _runs(db: Path) -> list:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    exp_ids = [e.experiment_id for e in client.search_experiments()]
+    return client.search_runs(exp_ids) if exp_ids else []
+
+
+def _cell_runs(db: Path) -> list:
+    return [r for r in _runs(db) if r.data.tags.get("kvx.role") == "cell"] if db.exists() else []
+
+
+def test_value_norm_fast_path_equals_hook_path(
+    tiny, sites: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The example claims ``fast_path``: its replay on a captured prefill must build the hook's cache."""
+    monkeypatch.syspath_prepend(str(sites["example"]))  # the installed copy: no bytecode in the repo
+    from kvx_plugin_example.compressor import ValueNorm
+
+    model = tiny.model
+    prompt = tiny.encode("The grass is green. The sky is blue. " * 12, "What colour is the sky?", "It is")
+    cap = capture_prefill(model, prompt.context_ids)
+    assert ValueNorm.fast_path
+    for ratio in (0.0, 0.5, 0.9):
+        for n_sink in (0, 8):
+            comp = ValueNorm(n_sink=n_sink)
+            with torch.inference_mode():
+                hook = comp.prefill(model, prompt.context_ids, ratio)
+                fast = comp.compress_captured(model, cap, ratio)
+            for idx, (h, f) in enumerate(zip(hook.layers, fast.layers, strict=True)):
+                assert h.keys.shape[2] == (n_kept(cap.n_tokens, ratio) if ratio else cap.n_tokens)
+                assert torch.equal(h.keys, f.keys) and torch.equal(h.values, f.values), (ratio, n_sink, idx)
+            if ratio and n_sink:  # sinks survive even a 90% cut
+                kept = fast.layers[0].keys[0, 0]
+                for pos in range(n_sink):
+                    assert (kept == cap.layers[0].keys[0, 0, pos]).all(-1).any(), pos
+
+
+@pytest.mark.slow
+def test_listing_shows_plugins_broken_and_colliding(sites: dict[str, Path], tmp_path: Path) -> None:
+    done, _ = _kvx([], tmp_path, list(sites.values()), module="kvx.plugins")
+    assert done.returncode == 0, done.stderr
+    compressors = _listing(done.stdout)["kvx.compressors"]
+    by_name: dict[str, list[tuple[str, str, str]]] = {}
+    for name, dist, version, detail in compressors:
+        by_name.setdefault(name, []).append((dist, version, detail))
+    assert by_name["value_norm"] == [("kvx-plugin-example", "0.1.0", "ok")]
+    [(dist, version, detail)] = by_name["broken_press"]
+    assert (dist, version) == ("kvx-broken-plugin", "0.0.1")
+    assert detail.startswith("broken:") and "kvx_broken_missing_module" in detail
+    assert sorted(d for d, _, _ in by_name["dup_press"]) == ["kvx-dup-a", "kvx-dup-b"]
+    others = [(n, d) for n, d, _, detail in compressors if n != "broken_press" and detail != "ok"]
+    assert not others, f"a broken plugin took others down: {others}"
+    assert {"snapkv", "tova", "hqq"} <= set(by_name)
+
+
+@pytest.mark.slow
+def test_disable_plugins_lists_only_kvx(sites: dict[str, Path], tmp_path: Path) -> None:
+    done, _ = _kvx([], tmp_path, list(sites.values()), module="kvx.plugins", KVX_DISABLE_PLUGINS="1")
+    assert done.returncode == 0, done.stderr
+    entries = [e for group in _listing(done.stdout).values() for e in group]
+    assert entries and {dist for _, dist, _, _ in entries} == {"kvx"}
+
+
+@pytest.mark.slow
+def test_example_plugin_runs_end_to_end(sites: dict[str, Path], tmp_path: Path) -> None:
+    args = [
+        "press=value_norm",
+        "press.n_sink=8",
+        "ratio=0.5",
+        *TINY_RUN,
+        "n_sources=2",
+        f"outputs_dir={tmp_path / 'outputs'}",
+    ]
+    done, _ = _kvx(args, tmp_path, [sites["example"]])
+    assert done.returncode == 0, done.stderr[-3000:]
+    [run] = _cell_runs(tmp_path / "outputs" / "mlflow.db")
+    assert run.info.status == "FINISHED"
+    assert run.data.params["choices.press"] == "value_norm"
+    assert run.data.params["press.n_sink"] == "8"
+    assert run.data.tags["plugin.kvx-plugin-example"] == "0.1.0"
+
+
+@pytest.mark.slow
+def test_broken_plugin_does_not_stop_a_run(sites: dict[str, Path], tmp_path: Path) -> None:
+    args = ["press=tova", "ratio=0.5", *TINY_RUN, "n_sources=1", f"outputs_dir={tmp_path / 'outputs'}"]
+    done, _ = _kvx(args, tmp_path, [sites["broken"]])
+    assert done.returncode == 0, done.stderr[-3000:]
+    [run] = _cell_runs(tmp_path / "outputs" / "mlflow.db")
+    assert run.info.status == "FINISHED" and run.data.params["choices.press"] == "tova"
+
+
+def _fails_fast(args: list[str], tmp_path: Path, paths: Sequence[Path] = ()) -> str:
+    """Run kvx expecting a user error before Hydra composes anything; return stderr."""
+    done, wall = _kvx([*args, *TINY_RUN, "outputs_dir=outputs"], tmp_path, paths)
+    assert done.returncode != 0, done.stdout
+    assert wall < FAIL_FAST_S, f"{args} took {wall:.1f}s to fail"
+    assert "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / "outputs").exists(), "something ran"
+    return done.stderr
+
+
+@pytest.mark.slow
+def test_name_collision_fails_naming_both_dists(sites: dict[str, Path], tmp_path: Path) -> None:
+    err = _fails_fast(["press=dup_press"], tmp_path, [sites["dup"]])
+    assert "kvx-dup-a" in err and "kvx-dup-b" in err, err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("arg", "guess", "known"),
+    [
+        ("press=snapkvv", "snapkv", ["tova", "streaming_llm"]),
+        ("task=ruler_niah_singel", "ruler_niah_single", ["hotpotqa", "ruler_vt"]),
+        ("reader=smol", "smollm2", ["hf", "tiny"]),
+    ],
+)
+def test_unknown_name_suggests_and_lists(arg: str, guess: str, known: list[str], tmp_path: Path) -> None:
+    err = _fails_fast([arg], tmp_path)
+    assert f"Did you mean '{guess}'" in err, err
+    assert all(name in err for name in known), err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("arg", "pattern"), [("ratio=1.5", r"ratio=1\.5"), ("ratio=abc", r"ratio='?abc")])
+def test_bad_ratio_fails_fast(arg: str, pattern: str, tmp_path: Path) -> None:
+    err = _fails_fast([arg], tmp_path)
+    assert re.search(pattern, err), err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "pattern"),
+    [(["press=hqq", "press.bits=3"], r"press\.bits=3.*2, 4, 8"), (["n_sources=0"], r"n_sources=0")],
+)
+def test_bad_value_fails_before_a_run(args: list[str], pattern: str, tmp_path: Path) -> None:
+    """Checked after Hydra composes the config (the store may exist) but before any run or model."""
+    outputs = tmp_path / "outputs"
+    done, _ = _kvx([*TINY_RUN, *args, f"outputs_dir={outputs}"], tmp_path)
+    assert done.returncode != 0, done.stdout
+    assert re.search(pattern, done.stderr), done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert not _cell_runs(outputs / "mlflow.db")
