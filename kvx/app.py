@@ -129,7 +129,9 @@ def _log_cell(client: Any, run_id: str, cfg: DictConfig, records: list[dict], me
 
     now = int(__import__("time").time() * 1000)
     client.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()])
-    client.log_text(run_id, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), "records.jsonl")
+    client.log_text(
+        run_id, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), "records.jsonl"
+    )
     client.log_text(run_id, OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
     client.log_table(run_id, _table(records), "records_table.json")
 
@@ -151,7 +153,11 @@ def _log_control(
     client: Any, exp_id: str, split: str, parent: str | None, cell_name: str, records: list[dict]
 ) -> None:
     """Log the control group once as its own run; later cells of the same split reuse it."""
-    controls = [{"source_id": r["source_id"], "prompt_hash": r["prompt_hash"], **r["full"]} for r in records if r["full"]]
+    controls = [
+        {"source_id": r["source_id"], "prompt_hash": r["prompt_hash"], **r["full"]}
+        for r in records
+        if r["full"]
+    ]
     if not controls or tracking.finished_run_with(client, exp_id, tracking.CONTROL_KEY, split):
         return
     tracking.delete_unfinished(client, exp_id, tracking.CONTROL_KEY, split)
@@ -164,5 +170,7 @@ def _log_control(
     client.log_metric(run_id, "full_accuracy", sum(c["correct"] for c in controls) / len(controls))
     client.log_metric(run_id, "full_mean_score", sum(c["score"] for c in controls) / len(controls))
     client.log_metric(run_id, "n_sources", len(controls))
-    client.log_text(run_id, "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in controls), "controls.jsonl")
+    client.log_text(
+        run_id, "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in controls), "controls.jsonl"
+    )
     client.set_terminated(run_id, "FINISHED")

@@ -56,7 +56,11 @@ def capture_prefill(model: PreTrainedModel, context_ids: torch.Tensor) -> Captur
     found: dict[int, tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor], torch.Tensor]] = {}
 
     def hook(module: torch.nn.Module, args: tuple, kwargs: dict, output: object) -> None:
-        found[module.layer_idx] = (kwargs["hidden_states"], kwargs["position_embeddings"], kwargs["cache_position"])
+        found[module.layer_idx] = (
+            kwargs["hidden_states"],
+            kwargs["position_embeddings"],
+            kwargs["cache_position"],
+        )
 
     handles = [m.register_forward_hook(hook, with_kwargs=True) for m in modules]
     cache = DynamicCache()

@@ -58,7 +58,9 @@ def check_overrides(argv: list[str]) -> None:
                 try:
                     number = float(v)
                 except ValueError:
-                    raise ConfigError(f"ratio={v!r} is not a number; ratio is the fraction removed, in [0, 1)") from None
+                    raise ConfigError(
+                        f"ratio={v!r} is not a number; ratio is the fraction removed, in [0, 1)"
+                    ) from None
                 check_ratio(number)
 
 

@@ -65,7 +65,9 @@ class Engine:
         self.prefills = 0  # context prefills actually run by this process
 
     def sources(self, cell: Cell, reader: LoadedReader) -> list[Source]:
-        key = repr((cell.task_name, asdict(cell.task), cell.seed, cell.n_sources, cell.context_tokens, reader.name))
+        key = repr(
+            (cell.task_name, asdict(cell.task), cell.seed, cell.n_sources, cell.context_tokens, reader.name)
+        )
         if key not in self._splits:
             self._splits[key] = cell.task.sources(
                 cell.n_sources, cell.seed, cell.context_tokens, reader.count_tokens
@@ -189,7 +191,9 @@ class Engine:
                     try:
                         record["full"] = self.control(cell, reader, source, prompt, split)
                     except Exception as exc:  # no control, no pair: an error, not a wrong answer
-                        record.update(status="error", reason=f"FullCache control: {type(exc).__name__}: {exc}")
+                        record.update(
+                            status="error", reason=f"FullCache control: {type(exc).__name__}: {exc}"
+                        )
                     else:
                         record.update(self._compressed_record(cell, reader, prompt, source, record["full"]))
             record["seconds"] = time.perf_counter() - started

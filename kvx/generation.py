@@ -48,9 +48,7 @@ def greedy_decode(
     for i in range(max_new_tokens - 1):
         if stop_reason == "eos":
             break
-        out = model(
-            input_ids=generated[-1].view(1, 1), past_key_values=cache, position_ids=position + i
-        )
+        out = model(input_ids=generated[-1].view(1, 1), past_key_values=cache, position_ids=position + i)
         generated.append(out.logits[0, -1].argmax())
         if int(generated[-1]) in stop:
             stop_reason = "eos"

@@ -9,6 +9,7 @@ asking for it is an error that names both distributions.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 from dataclasses import dataclass, field
@@ -61,10 +62,8 @@ class Entry:
     @property
     def status(self) -> str:
         if not self.loaded:
-            try:
+            with contextlib.suppress(RegistryError):
                 self.load()
-            except RegistryError:
-                pass
         return "broken" if self.error else "ok"
 
 

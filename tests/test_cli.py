@@ -27,7 +27,13 @@ def env(**extra: str) -> dict[str, str]:
 
 def kvx(args: list[str], cwd: Path, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "kvx", *args], cwd=cwd, env=env(), capture_output=True, text=True, timeout=600, **kw
+        [sys.executable, "-m", "kvx", *args],
+        cwd=cwd,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        **kw,
     )
 
 
@@ -84,8 +90,12 @@ def test_interrupted_sweep_resumes_without_duplicates(tmp_path):
     args = ["-m", "press=tova,knorm", "ratio=0.25,0.5", "reader=tiny", "n_sources=6"]
     args += ["context_tokens=1500", "max_new_tokens=16", "progress=false"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kvx", *args], cwd=tmp_path, env=env(), stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True,
+        [sys.executable, "-m", "kvx", *args],
+        cwd=tmp_path,
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     deadline = time.time() + 300
     while time.time() < deadline and finished_cells(tmp_path / "outputs" / "mlflow.db") == 0:
@@ -114,19 +124,39 @@ def test_a_failing_job_marks_the_parent_failed(tmp_path):
 def test_config_is_found_after_a_non_editable_install(tmp_path):
     site = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(site),
-         str(ROOT)],
-        check=True, capture_output=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(site),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
     )
     probe = "import kvx.__main__ as m; print(m.__file__); print(m.conf_dir())"
     out = subprocess.run(
-        [sys.executable, "-c", probe], cwd=tmp_path, env=env(PYTHONPATH=str(site)), capture_output=True, text=True
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env=env(PYTHONPATH=str(site)),
+        capture_output=True,
+        text=True,
     )
     module_file, conf = out.stdout.split()
     assert module_file.startswith(str(site)) and conf == str(site / "kvx" / "conf")
     cfg = subprocess.run(
-        [sys.executable, "-m", "kvx", "--cfg", "job", "press=tova"], cwd=tmp_path, env=env(PYTHONPATH=str(site)),
-        capture_output=True, text=True, timeout=300,
+        [sys.executable, "-m", "kvx", "--cfg", "job", "press=tova"],
+        cwd=tmp_path,
+        env=env(PYTHONPATH=str(site)),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert cfg.returncode == 0, cfg.stderr[-2000:]
     assert "ratio: 0.5" in cfg.stdout and "mlflow:" in cfg.stdout

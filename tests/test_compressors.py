@@ -101,7 +101,9 @@ def test_pyramidkv_layer_budgets_shrink_and_decode_on_cpu(tiny, prompt):
     with torch.inference_mode(), attn_implementation(tiny.model, comp.attn_implementation):
         cache = comp.prefill(tiny.model, prompt.context_ids, 0.5)
         assert [cache.layers[i].keys.shape[2] for i in range(len(budgets))] == budgets
-        gen = greedy_decode(tiny.model, tiny.tokenizer, cache, prompt.question_ids, prompt.context_ids.shape[1], 4)
+        gen = greedy_decode(
+            tiny.model, tiny.tokenizer, cache, prompt.question_ids, prompt.context_ids.shape[1], 4
+        )
     assert len(gen.token_ids) >= 1
 
 
@@ -115,7 +117,9 @@ def test_per_layer_causal_attention_matches_sdpa_for_uniform_caches(tiny, prompt
         with torch.inference_mode(), attn_implementation(tiny.model, impl):
             cache = capture_prefill(tiny.model, prompt.context_ids).full_cache()
             outs.append(
-                greedy_decode(tiny.model, tiny.tokenizer, cache, prompt.question_ids, cache.get_seq_length(), 6)
+                greedy_decode(
+                    tiny.model, tiny.tokenizer, cache, prompt.question_ids, cache.get_seq_length(), 6
+                )
             )
     assert outs[0].token_ids == outs[1].token_ids
 

@@ -126,7 +126,10 @@ def test_answers_match_kvpress_pipeline_token_for_token(tiny, engine, comp, pres
         assert torch.equal(ids["context_ids"], prompt.context_ids)
         assert torch.equal(ids["questions_ids"][0], prompt.question_ids)
         expected = pipe(
-            source.context, question=source.question, answer_prefix=source.answer_prefix, press=press,
+            source.context,
+            question=source.question,
+            answer_prefix=source.answer_prefix,
+            press=press,
             max_new_tokens=12,
         )["answer"]
         with torch.inference_mode():

@@ -10,17 +10,34 @@ from kvx.records import cell_metrics, transition, validate
 
 def rec(status, full=None, comp=None):
     answer = lambda ok, score: {  # noqa: E731
-        "output": "x", "normalized": "x", "score": score, "correct": ok, "token_ids": [1], "stop_reason": "eos",
+        "output": "x",
+        "normalized": "x",
+        "score": score,
+        "correct": ok,
+        "token_ids": [1],
+        "stop_reason": "eos",
     }
     f = answer(*full) if full else None
     c = answer(*comp) if comp else None
     return {
-        "key": "k", "status": status, "reason": "" if status == "supported" else "why", "task": "t",
-        "source_id": "s", "reader": "r", "model_revision": "m", "compressor": "c", "seed": 0,
+        "key": "k",
+        "status": status,
+        "reason": "" if status == "supported" else "why",
+        "task": "t",
+        "source_id": "s",
+        "reader": "r",
+        "model_revision": "m",
+        "compressor": "c",
+        "seed": 0,
         "setting": {"ratio": 0.5, "retained_share": 0.5, "method_parameter": {}},
-        "prompt_hash": "0" * 64, "n_context_tokens": 10, "n_question_tokens": 2, "full": f, "compressed": c,
+        "prompt_hash": "0" * 64,
+        "n_context_tokens": 10,
+        "n_question_tokens": 2,
+        "full": f,
+        "compressed": c,
         "transition": transition(f["correct"], c["correct"]) if (f and c) else None,
-        "config_hash": "h", "versions": {},
+        "config_hash": "h",
+        "versions": {},
     }
 
 

@@ -67,7 +67,9 @@ class Compressor(ABC):
 def check_ratio(ratio: Any) -> float:
     """``ratio`` is kvpress's compression ratio: the fraction removed, in [0, 1)."""
     if isinstance(ratio, bool) or not isinstance(ratio, (int, float)):
-        raise ConfigError(f"ratio={ratio!r} is not a number; use a fraction removed in [0, 1), e.g. ratio=0.5")
+        raise ConfigError(
+            f"ratio={ratio!r} is not a number; use a fraction removed in [0, 1), e.g. ratio=0.5"
+        )
     if not 0.0 <= float(ratio) < 1.0:
         raise ConfigError(f"ratio={ratio} is outside [0, 1): ratio is the fraction of the cache removed")
     return float(ratio)

