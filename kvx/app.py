@@ -111,6 +111,10 @@ def run(cfg: DictConfig) -> dict[str, float]:
         _log_cell(client, run_id, cfg, records, metrics)
         _log_control(client, exp_id, eng.split_key(cell, reader), parent, name, records)
         client.set_terminated(run_id, "FINISHED")
+    except ConfigError as exc:
+        client.set_terminated(run_id, "FAILED")
+        print(f"kvx: {exc}", file=sys.stderr)
+        sys.exit(2)
     except BaseException:
         client.set_terminated(run_id, "FAILED")
         raise

@@ -31,12 +31,18 @@ def register_configs() -> None:
     """Store one node per registered, loadable entry in Hydra's ConfigStore."""
     cs = ConfigStore.instance()
     for group, kind in GROUPS.items():
-        for entry in registry(kind).entries:
+        reg = registry(kind)
+        unique = set(reg.names())
+        for entry in reg.entries:
             try:
                 cls = entry.load()
             except RegistryError:
                 continue  # shown as broken by `python -m kvx.plugins`
-            if dataclasses.is_dataclass(cls):
+            if not dataclasses.is_dataclass(cls):
+                continue
+            # `dist:name` always works; the bare name only when no other distribution claims it
+            cs.store(group=group, name=entry.qualified, node=cls, provider=entry.dist)
+            if entry.name in unique:
                 cs.store(group=group, name=entry.name, node=cls, provider=entry.dist)
 
 

@@ -22,6 +22,7 @@ from kvx.capture import Capture, CaptureCache, capture_prefill
 from kvx.compressors.base import Compressor, Setting
 from kvx.compressors.none import NoCompression
 from kvx.controls import ControlStore, control_key
+from kvx.errors import ConfigError
 from kvx.generation import Generation, greedy_decode
 from kvx.readers.base import LoadedReader, Prompt, attn_implementation
 from kvx.records import transition, validate
@@ -69,9 +70,11 @@ class Engine:
             (cell.task_name, asdict(cell.task), cell.seed, cell.n_sources, cell.context_tokens, reader.name)
         )
         if key not in self._splits:
-            self._splits[key] = cell.task.sources(
-                cell.n_sources, cell.seed, cell.context_tokens, reader.count_tokens
-            )
+            try:
+                split = cell.task.sources(cell.n_sources, cell.seed, cell.context_tokens, reader.count_tokens)
+            except ValueError as exc:  # e.g. context_tokens too small for the task: the user's to fix
+                raise ConfigError(f"task={cell.task_name}: {exc}") from exc
+            self._splits[key] = split
         return self._splits[key]
 
     def split_key(self, cell: Cell, reader: LoadedReader) -> str:

