@@ -1,0 +1,45 @@
+"""Diagnostic interface (KVDiagnosis section 4): measurements attached to compressed records.
+
+A diagnostic is a dataclass registered in the ``kvx.diagnostics`` entry-point group. It never
+guesses: a value it cannot measure validly comes back with a status other than ``measured`` and
+a reason, and a failure is an ``error`` result, not a missing field.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Status = Literal["measured", "projected", "structural", "not_applicable", "error"]
+STATUSES: tuple[str, ...] = ("measured", "projected", "structural", "not_applicable", "error")
+
+
+@dataclass
+class DiagnosticResult:
+    """One diagnostic's outcome for one record: values, applicability and what it cost."""
+
+    status: Status
+    values: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+    seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status={self.status!r} is not one of {STATUSES}")
+        if self.status in ("not_applicable", "error") and not self.reason:
+            raise ValueError(f"a {self.status} result must say why")
+        if self.status in ("not_applicable", "error") and self.values:
+            raise ValueError("a result without a valid measurement carries no values (never imputed)")
+
+
+class Diagnostic(ABC):
+    """Base class for ``kvx.diagnostics`` plugins.
+
+    ``measure`` receives the run context the engine already built (reader, prompt, caches,
+    record) so a diagnostic never repeats the prefill.
+    """
+
+    @abstractmethod
+    def measure(self, context: Any) -> DiagnosticResult:
+        """Measure one supported compressed record, or say why it does not apply."""
