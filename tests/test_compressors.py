@@ -13,6 +13,8 @@ from kvx.readers.base import attn_implementation
 from kvx.registry import registry
 
 BUILTIN = [e.name for e in registry("compressor").entries if e.dist == "kvx"]
+FAST = [n for n in BUILTIN if registry("compressor").get(n).fast_path]
+HOOK_ONLY = sorted(set(BUILTIN) - set(FAST))
 
 
 def _layer_tensors(cache, idx):
@@ -27,11 +29,22 @@ def prompt(tiny):
     return tiny.encode("The grass is green. The sky is blue. " * 12, "What colour is the sky?", "It is")
 
 
-@pytest.mark.parametrize("name", BUILTIN)
+def test_hook_only_presses_are_the_ones_that_change_the_forward_or_draw_randomly():
+    assert HOOK_ONLY == ["compactor", "leverage", "observed_attention", "random"]
+
+
+@pytest.mark.parametrize("name", HOOK_ONLY)
+def test_hook_only_presses_compress_through_the_hook(tiny, prompt, name):
+    comp = registry("compressor").get(name)()
+    n = prompt.context_ids.shape[1]
+    with torch.inference_mode(), attn_implementation(tiny.model, comp.attn_implementation):
+        cache = comp.prefill(tiny.model, prompt.context_ids, 0.5)
+    assert cache.layers[0].keys.shape[2] == n_kept(n, 0.5)
+
+
+@pytest.mark.parametrize("name", FAST)
 def test_fast_path_equals_hook_path(tiny, prompt, name):
     comp = registry("compressor").get(name)()
-    if not comp.fast_path:
-        pytest.skip(f"{name} runs on the hook path only")
     model = tiny.model
     with torch.inference_mode(), attn_implementation(model, comp.attn_implementation):
         hook = comp.prefill(model, prompt.context_ids, 0.5)
