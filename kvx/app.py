@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +110,8 @@ def run(cfg: DictConfig) -> dict[str, float]:
         metrics = cell_metrics(records)
         metrics["controls_computed"] = eng.controls.computed - before
         _log_cell(client, run_id, cfg, records, metrics)
-        _log_control(client, exp_id, eng.split_key(cell, reader), parent, name, records)
+        control_name = f"{cell.task_name}|{cell.reader_name}|FullCache"
+        _log_control(client, exp_id, eng.split_key(cell, reader), parent, control_name, records)
         client.set_terminated(run_id, "FINISHED")
     except ConfigError as exc:
         client.set_terminated(run_id, "FAILED")
@@ -131,7 +133,7 @@ def _params(items: list[tuple[str, str]]) -> list[Any]:
 def _log_cell(client: Any, run_id: str, cfg: DictConfig, records: list[dict], metrics: dict) -> None:
     from mlflow.entities import Metric
 
-    now = int(__import__("time").time() * 1000)
+    now = int(time.time() * 1000)
     client.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()])
     client.log_text(
         run_id, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), "records.jsonl"
@@ -154,7 +156,7 @@ def _table(records: list[dict]) -> dict[str, list]:
 
 
 def _log_control(
-    client: Any, exp_id: str, split: str, parent: str | None, cell_name: str, records: list[dict]
+    client: Any, exp_id: str, split: str, parent: str | None, run_name: str, records: list[dict]
 ) -> None:
     """Log the control group once as its own run; later cells of the same split reuse it."""
     controls = [
@@ -168,8 +170,7 @@ def _log_control(
     tags = {tracking.ROLE: "control", tracking.CONTROL_KEY: split, **tracking.provenance_tags()}
     if parent:
         tags[tracking.MLFLOW_PARENT] = parent
-    task, reader = cell_name.split("|")[:2]
-    run_id = client.create_run(exp_id, run_name=f"{task}|{reader}|FullCache", tags=tags).info.run_id
+    run_id = client.create_run(exp_id, run_name=run_name, tags=tags).info.run_id
     client.log_param(run_id, "compressor", "none (FullCache control)")
     client.log_metric(run_id, "full_accuracy", sum(c["correct"] for c in controls) / len(controls))
     client.log_metric(run_id, "full_mean_score", sum(c["score"] for c in controls) / len(controls))

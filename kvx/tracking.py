@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
+from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,7 @@ def git_sha() -> str:
         return "unknown"
 
 
+@lru_cache(maxsize=1)
 def provenance_tags() -> dict[str, str]:
     """Versions every run records: kvx, its stack and each plugin distribution."""
     from kvx.registry import plugin_versions
