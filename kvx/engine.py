@@ -19,6 +19,7 @@ import torch
 from tqdm.auto import tqdm
 
 from kvx.capture import Capture, CaptureCache, capture_prefill
+from kvx.compressors import attention
 from kvx.compressors.base import Compressor, Setting
 from kvx.compressors.none import NoCompression
 from kvx.controls import ControlStore, control_key
@@ -60,6 +61,7 @@ class Engine:
     """Process-wide state shared by every cell a process runs."""
 
     def __init__(self, outputs_dir: Path, capture_cache_bytes: int) -> None:
+        attention.register()
         self.controls = ControlStore(outputs_dir / "controls")
         self.captures = CaptureCache(capture_cache_bytes)
         self._splits: dict[str, list[Source]] = {}
@@ -143,9 +145,14 @@ class Engine:
             else:
                 self.prefills += 1
                 cache = comp.prefill(model, prefill_ids, cell.ratio)
-            start = prefill_ids.shape[1] if cell.query_aware else n_ctx
-            if comp.decode_from_cache_length:
-                start = cache.get_seq_length()
+        start = prefill_ids.shape[1] if cell.query_aware else n_ctx
+        if comp.decode_from_cache_length:
+            start = cache.get_seq_length()
+        # Layers left with different lengths (PyramidKV budgets, ChunkKV's partial chunk) break the
+        # one mask transformers sizes from layer 0: decode on the per-layer causal attention then.
+        lengths = {cache.get_seq_length(i) for i in range(len(cache.layers))}
+        decode_impl = attention.NAME if len(lengths) > 1 else comp.attn_implementation
+        with attn_implementation(model, decode_impl):
             return greedy_decode(model, reader.tokenizer, cache, feed, start, cell.max_new_tokens)
 
     @torch.inference_mode()

@@ -160,3 +160,17 @@ def test_config_is_found_after_a_non_editable_install(tmp_path):
     )
     assert cfg.returncode == 0, cfg.stderr[-2000:]
     assert "ratio: 0.5" in cfg.stdout and "mlflow:" in cfg.stdout
+
+
+def test_cells_with_error_records_are_recomputed_not_reused(tmp_path):
+    # kvpress's AdaKV cannot find its masking keys on random weights: every source errors
+    args = ["press=adakv", "press.window_size=8", "ratio=0.5", *TINY]
+    first = kvx(args, tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    (cell_run,) = runs(tmp_path, "cell")
+    assert cell_run.info.status == "FINISHED" and cell_run.data.metrics["n_error"] == 3
+    assert "cw_rate" not in cell_run.data.metrics  # errors are not scored as wrong
+    second = kvx(args, tmp_path)
+    assert "recompute" in second.stdout + second.stderr
+    (again,) = runs(tmp_path, "cell")
+    assert again.info.run_id != cell_run.info.run_id

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from kvx.capture import capture_prefill
+from kvx.compressors import attention
 from kvx.compressors.base import check_ratio, n_kept
 from kvx.compressors.kvpress_adapter import attention_layers
 from kvx.errors import ConfigError
@@ -111,9 +112,10 @@ def test_pyramidkv_layer_budgets_shrink_and_decode_on_cpu(tiny, prompt):
     s = comp.setting(0.5, prompt.context_ids.shape[1], tiny.model)
     budgets = s.method_parameter["kept_tokens_per_layer"]
     assert budgets == sorted(budgets, reverse=True) and budgets[0] > budgets[-1]
-    with torch.inference_mode(), attn_implementation(tiny.model, comp.attn_implementation):
+    with torch.inference_mode():
         cache = comp.prefill(tiny.model, prompt.context_ids, 0.5)
-        assert [cache.layers[i].keys.shape[2] for i in range(len(budgets))] == budgets
+    assert [cache.layers[i].keys.shape[2] for i in range(len(budgets))] == budgets
+    with torch.inference_mode(), attn_implementation(tiny.model, attention.register()):
         gen = greedy_decode(
             tiny.model, tiny.tokenizer, cache, prompt.question_ids, prompt.context_ids.shape[1], 4
         )
@@ -121,7 +123,6 @@ def test_pyramidkv_layer_budgets_shrink_and_decode_on_cpu(tiny, prompt):
 
 
 def test_per_layer_causal_attention_matches_sdpa_for_uniform_caches(tiny, prompt):
-    from kvx.compressors import attention
     from kvx.generation import greedy_decode
 
     attention.register()

@@ -92,6 +92,15 @@ def test_unsupported_setting_runs_nothing(tiny, engine):
     assert cell_metrics(records)["n_unsupported"] == N
 
 
+def test_uneven_layer_lengths_decode_on_per_layer_attention(tiny, engine):
+    """PyramidKV leaves each layer a different length; transformers' shared mask cannot serve them."""
+    pyramid = registry("compressor").get("pyramidkv")(window_size=8)
+    records = engine.run_cell(cell("pyramidkv", pyramid, 0.5), tiny, "h", progress=False)
+    budgets = records[0]["setting"]["method_parameter"]["kept_tokens_per_layer"]
+    assert len(set(budgets)) > 1
+    assert [r["status"] for r in records] == ["supported"] * N, [r["reason"] for r in records]
+
+
 def test_no_compression_cell_is_the_control(tiny, engine):
     none = registry("compressor").get("none")()
     records = engine.run_cell(cell("none", none, 0.0), tiny, "h", progress=False)

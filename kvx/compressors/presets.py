@@ -21,11 +21,8 @@ from kvpress import (
     TOVAPress,
 )
 
-from kvx.compressors import attention
 from kvx.compressors.base import Setting, n_kept
 from kvx.compressors.kvpress_adapter import KVPressCompressor, attention_layers
-
-attention.register()
 
 if TYPE_CHECKING:
     from kvpress.presses.base_press import BasePress
@@ -153,12 +150,11 @@ class AdaKV(KVPressCompressor):
 @dataclass
 class PyramidKV(KVPressCompressor):
     """Layer budgets shrinking with depth over SnapKV scores. Layers end with different cache
-    lengths, so it runs on kvx's per-layer causal attention (works on CPU and GPU)."""
+    lengths, so the engine decodes it on kvx's per-layer causal attention (CPU and GPU)."""
 
     window_size: int = 64
     kernel_size: int = 5
     beta: int = 20
-    attn_implementation: ClassVar[str | None] = attention.NAME
 
     def build_press(self, ratio: float) -> BasePress:
         return PyramidKVPress(
