@@ -17,10 +17,11 @@ from typing import Any
 
 import torch
 from tqdm.auto import tqdm
+from transformers import Cache, DynamicCache, QuantizedCache
 
 from kvx.capture import Capture, CaptureCache, capture_prefill
 from kvx.compressors import attention
-from kvx.compressors.base import Compressor, Setting
+from kvx.compressors.base import Compressor, RetainedMap, Setting
 from kvx.compressors.none import NoCompression
 from kvx.controls import ControlStore, control_key
 from kvx.errors import ConfigError
@@ -131,7 +132,9 @@ class Engine:
         self.controls.put(key, answer)
         return answer
 
-    def compressed(self, cell: Cell, reader: LoadedReader, prompt: Prompt) -> Generation:
+    def compressed(
+        self, cell: Cell, reader: LoadedReader, prompt: Prompt
+    ) -> tuple[Generation, CompressedRun]:
         model, comp = reader.model, cell.compressor
         n_ctx = prompt.context_ids.shape[1]
         if cell.query_aware:  # the question (all but its last token) goes through the compressor
@@ -139,21 +142,17 @@ class Engine:
             feed = prompt.question_ids[:, -1:]
         else:
             prefill_ids, feed = prompt.context_ids, prompt.question_ids
-        with attn_implementation(model, comp.attn_implementation):
-            if comp.fast_path:
-                cache = comp.compress_captured(model, self._capture(reader, prefill_ids), cell.ratio)
-            else:
-                self.prefills += 1
-                cache = comp.prefill(model, prefill_ids, cell.ratio)
+        capture = self._capture(reader, prefill_ids) if comp.fast_path else None
+        run = CompressedRun(self, cell, reader, prefill_ids, feed, capture)
+        cache = run.build()
+        run.retained = comp.retained_map(model, cache, capture, cell.ratio)
         start = prefill_ids.shape[1] if cell.query_aware else n_ctx
         if comp.decode_from_cache_length:
             start = cache.get_seq_length()
-        # Layers left with different lengths (PyramidKV budgets, ChunkKV's partial chunk) break the
-        # one mask transformers sizes from layer 0: decode on the per-layer causal attention then.
-        lengths = {cache.get_seq_length(i) for i in range(len(cache.layers))}
-        decode_impl = attention.NAME if len(lengths) > 1 else comp.attn_implementation
-        with attn_implementation(model, decode_impl):
-            return greedy_decode(model, reader.tokenizer, cache, feed, start, cell.max_new_tokens)
+        run.start = start
+        with attn_implementation(model, run.decode_impl):
+            gen = greedy_decode(model, reader.tokenizer, cache, feed, start, cell.max_new_tokens)
+        return gen, run
 
     @torch.inference_mode()
     def run_cell(
@@ -218,7 +217,8 @@ class Engine:
             comp = dict(full)  # the FullCache cell is the control itself
         else:
             try:
-                comp = self._answer(self.compressed(cell, reader, prompt), source, cell.task)
+                gen, run = self.compressed(cell, reader, prompt)
+                comp = self._answer(gen, source, cell.task)
             except Exception as exc:  # recorded, counted, never scored as wrong
                 return {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
         return {
@@ -227,6 +227,58 @@ class Engine:
             "compressed": comp,
             "transition": transition(full["correct"], comp["correct"]),
         }
+
+
+class CompressedRun:
+    """One source's compressed cache and how to rebuild it, for diagnostics after decoding.
+
+    Decoding appends to the cache; diagnostics need the cache as compression left it. Fast-path
+    compressors rebuild it from the captured prefill (press scoring only); hook-path ones have
+    their DynamicCache cut back to the compressed lengths. Neither prefills the context again.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        cell: Cell,
+        reader: LoadedReader,
+        prefill_ids: torch.Tensor,
+        feed: torch.Tensor,
+        capture: Capture | None,
+    ) -> None:
+        self.engine, self.cell, self.reader = engine, cell, reader
+        self.prefill_ids, self.feed, self.capture = prefill_ids, feed, capture
+        self.retained: RetainedMap | None = None
+        self.start = 0
+        self.decode_impl: str | None = cell.compressor.attn_implementation
+        self._cache: Cache | None = None
+        self._lengths: list[int] = []
+
+    def build(self) -> Cache:
+        comp, model = self.cell.compressor, self.reader.model
+        with attn_implementation(model, comp.attn_implementation):
+            if self.capture is not None:
+                cache = comp.compress_captured(model, self.capture, self.cell.ratio)
+            else:
+                self.engine.prefills += 1
+                cache = comp.prefill(model, self.prefill_ids, self.cell.ratio)
+        self._lengths = [cache.get_seq_length(i) for i in range(len(cache.layers))]
+        # Layers left with different lengths (PyramidKV budgets, ChunkKV's partial chunk) break the
+        # one mask transformers sizes from layer 0: decode on the per-layer causal attention then.
+        if len(set(self._lengths)) > 1:
+            self.decode_impl = attention.NAME
+        self._cache = cache
+        return cache
+
+    def fresh_cache(self) -> Cache | None:
+        """The cache as compression left it, or None when it cannot be restored exactly."""
+        if self.capture is not None:
+            return self.build()
+        if not isinstance(self._cache, DynamicCache) or isinstance(self._cache, QuantizedCache):
+            return None
+        for layer, length in zip(self._cache.layers, self._lengths):
+            layer.keys, layer.values = layer.keys[:, :, :length], layer.values[:, :, :length]
+        return self._cache
 
 
 def setting_dict(setting: Setting) -> dict[str, Any]:

@@ -142,5 +142,5 @@ def test_answers_match_kvpress_pipeline_token_for_token(tiny, engine, comp, pres
             max_new_tokens=12,
         )["answer"]
         with torch.inference_mode():
-            got = engine.compressed(c, tiny, prompt).text
+            got = engine.compressed(c, tiny, prompt)[0].text
         assert got == expected

@@ -38,6 +38,20 @@ class Setting:
     reason: str = ""
 
 
+@dataclass
+class RetainedMap:
+    """Which original positions each layer-KV-head slot still represents after compression.
+
+    ``mask`` is (n_layers * n_kv_heads, n_positions), slot-major (layer, then head). Status
+    follows KVDiagnosis section 3.4: ``measured`` (direct map), ``projected`` (chunk -> tokens),
+    ``structural`` (positions addressable, representation changed: no mask) or ``not_applicable``.
+    """
+
+    status: str
+    mask: torch.Tensor | None = None
+    reason: str = ""
+
+
 class Compressor(ABC):
     """Base class for ``kvx.compressors`` plugins."""
 
@@ -62,6 +76,12 @@ class Compressor(ABC):
     def compress_captured(self, model: PreTrainedModel, capture: Capture, ratio: float) -> Cache:
         """Fast path: build the compressed cache from a captured full prefill."""
         raise NotImplementedError(f"{type(self).__name__} has no fast path")
+
+    def retained_map(
+        self, model: PreTrainedModel, cache: Cache, capture: Capture | None, ratio: float
+    ) -> RetainedMap:
+        """The map of the compression that just built ``cache``; N/A unless a subclass knows it."""
+        return RetainedMap("not_applicable", reason=f"{type(self).__name__} exposes no original-position map")
 
 
 def check_ratio(ratio: Any) -> float:

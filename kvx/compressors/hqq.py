@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 import torch
 from transformers import QuantizedCache
 
-from kvx.compressors.base import Compressor, Setting, check_ratio
+from kvx.compressors.base import Compressor, RetainedMap, Setting, check_ratio
 from kvx.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -79,3 +79,8 @@ class HQQCache(Compressor):
         for idx, layer in enumerate(capture.layers):
             cache.update(layer.keys, layer.values, idx)
         return cache
+
+    def retained_map(
+        self, model: PreTrainedModel, cache: Cache, capture: Capture | None, ratio: float
+    ) -> RetainedMap:
+        return RetainedMap("structural", reason="quantization keeps every position at lower precision")

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Union
 
 import torch
+from kvpress import ScorerPress
 from transformers import DynamicCache
 
-from kvx.compressors.base import Compressor, Setting, check_ratio, n_kept
+from kvx.compressors.base import Compressor, RetainedMap, Setting, check_ratio, n_kept
 
 if TYPE_CHECKING:
     from kvpress.presses.base_press import BasePress
@@ -56,9 +57,45 @@ class KVPressCompressor(Compressor):
     def press_fields(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
 
+    def _press(self, ratio: float) -> BasePress:
+        """Build the press and record the scores its top-k uses (KVDiagnosis: measured maps)."""
+        press = self.build_press(ratio)
+        object.__setattr__(self, "_last", (press, {}))
+        if isinstance(press, ScorerPress):
+            scores: dict[int, torch.Tensor] = self._last[1]
+            original = press.score
+
+            def score(module: torch.nn.Module, *args: Any, **kwargs: Any) -> torch.Tensor:
+                out = original(module, *args, **kwargs)
+                scores[module.layer_idx] = out
+                return out
+
+            object.__setattr__(press, "score", score)
+        return press
+
+    def retained_map(
+        self, model: PreTrainedModel, cache: Cache, capture: Capture | None, ratio: float
+    ) -> RetainedMap:
+        press, scores = getattr(self, "_last", (None, {}))
+        if not isinstance(press, ScorerPress):
+            return RetainedMap("not_applicable", reason=f"{type(press).__name__} is not a ScorerPress")
+        modules = attention_layers(model)
+        n_positions = cache.layers[0].keys.shape[2] if ratio == 0 else next(iter(scores.values())).shape[-1]
+        heads = cache.layers[0].keys.shape[1]
+        mask = torch.zeros(len(modules) * heads, n_positions, dtype=torch.bool)
+        for idx, module in enumerate(modules):
+            if ratio == 0:  # kvpress returns before scoring: everything is kept
+                mask[idx * heads : (idx + 1) * heads] = True
+                continue
+            layer_scores = scores[idx][0]
+            k = press.get_layer_budget(module, n_positions) if hasattr(press, "get_layer_budget") else None
+            kept = layer_scores.topk(k or n_kept(n_positions, ratio), dim=-1).indices  # the press's own top-k
+            mask[idx * heads : (idx + 1) * heads].scatter_(1, kept.cpu(), True)
+        return RetainedMap("measured", mask)
+
     def prefill(self, model: PreTrainedModel, context_ids: torch.Tensor, ratio: float) -> Cache:
         clear_head_masks(model)
-        press = self.build_press(ratio)
+        press = self._press(ratio)
         cache = DynamicCache()
         with press(model):
             model.model(input_ids=context_ids, past_key_values=cache)
@@ -66,7 +103,7 @@ class KVPressCompressor(Compressor):
 
     def compress_captured(self, model: PreTrainedModel, capture: Capture, ratio: float) -> Cache:
         clear_head_masks(model)
-        press = self.build_press(ratio)
+        press = self._press(ratio)
         press.post_init_from_model(model)
         cache = DynamicCache()
         for idx, module in enumerate(attention_layers(model)):

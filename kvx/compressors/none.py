@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, ClassVar
 import torch
 from transformers import DynamicCache
 
-from kvx.compressors.base import Compressor, Setting
+from kvx.compressors.base import Compressor, RetainedMap, Setting
 
 if TYPE_CHECKING:
     from transformers import Cache, PreTrainedModel
@@ -32,3 +32,9 @@ class NoCompression(Compressor):
 
     def compress_captured(self, model: PreTrainedModel, capture: Capture, ratio: float) -> Cache:
         return capture.full_cache()
+
+    def retained_map(
+        self, model: PreTrainedModel, cache: Cache, capture: Capture | None, ratio: float
+    ) -> RetainedMap:
+        n_slots = len(cache.layers) * cache.layers[0].keys.shape[1]
+        return RetainedMap("measured", torch.ones(n_slots, cache.layers[0].keys.shape[2], dtype=torch.bool))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+import torch
 from kvpress import (
     AdaKVPress,
     ChunkKVPress,
@@ -21,12 +22,14 @@ from kvpress import (
     TOVAPress,
 )
 
-from kvx.compressors.base import Setting, n_kept
+from kvx.compressors.base import RetainedMap, Setting, n_kept
 from kvx.compressors.kvpress_adapter import KVPressCompressor, attention_layers
 
 if TYPE_CHECKING:
     from kvpress.presses.base_press import BasePress
-    from transformers import PreTrainedModel
+    from transformers import Cache, PreTrainedModel
+
+    from kvx.capture import Capture
 
 
 @dataclass
@@ -100,6 +103,11 @@ class ThinK(KVPressCompressor):
         params["head_dim"] = head_dim
         return Setting(ratio, 1 - ratio, params)
 
+    def retained_map(
+        self, model: PreTrainedModel, cache: Cache, capture: Capture | None, ratio: float
+    ) -> RetainedMap:
+        return RetainedMap("structural", reason="ThinK prunes key channels: every position stays addressable")
+
 
 @dataclass
 class ChunkKV(KVPressCompressor):
@@ -123,6 +131,25 @@ class ChunkKV(KVPressCompressor):
         params["kept_tokens_upper_bound"] = min(n_context, kept)
         return Setting(ratio, min(n_context, kept) / n_context, params)
 
+    def retained_map(
+        self, model: PreTrainedModel, cache: Cache, capture: Capture | None, ratio: float
+    ) -> RetainedMap:
+        """Projected: the kept chunks' token positions, found by matching kept key rows."""
+        if capture is None:
+            return RetainedMap("not_applicable", reason="ChunkKV's map needs the captured prefill")
+        rows = []
+        for idx, layer in enumerate(capture.layers):
+            kept = cache.layers[idx].keys[0, 0]
+            positions = match_rows(kept, layer.keys[0, 0])
+            if positions is None:
+                return RetainedMap(
+                    "not_applicable", reason=f"kept keys of layer {idx} do not match unique rows"
+                )
+            row = torch.zeros(layer.keys.shape[2], dtype=torch.bool)
+            row[positions] = True
+            rows.extend([row] * layer.keys.shape[1])  # ChunkKV keeps the same chunks in every head
+        return RetainedMap("projected", torch.stack(rows))
+
 
 @dataclass
 class AdaKV(KVPressCompressor):
@@ -145,6 +172,20 @@ class AdaKV(KVPressCompressor):
         kept = n_kept(n_context, ratio) if ratio > 0 else n_context
         params = {"mean_kept_tokens_per_head": kept, **self.press_fields()}
         return Setting(ratio, kept / n_context, params)
+
+    def retained_map(
+        self, model: PreTrainedModel, cache: Cache, capture: Capture | None, ratio: float
+    ) -> RetainedMap:
+        """Measured per head: every position except the ones AdaKV masked in that head."""
+        modules = attention_layers(model)
+        heads, n = cache.layers[0].keys.shape[1], cache.layers[0].keys.shape[2]
+        mask = torch.ones(len(modules) * heads, n, dtype=torch.bool)
+        for idx, module in enumerate(modules):
+            masked = getattr(module, "masked_key_indices", None)
+            if masked is not None:
+                _, head, pos = masked
+                mask[idx * heads + head.cpu(), pos.cpu()] = False
+        return RetainedMap("measured", mask)
 
 
 @dataclass
@@ -174,3 +215,11 @@ class PyramidKV(KVPressCompressor):
         budgets = [press.get_layer_budget(m, n_context) for m in attention_layers(model)]
         params = {"kept_tokens_per_layer": budgets, **self.press_fields()}
         return Setting(ratio, sum(budgets) / (len(budgets) * n_context), params)
+
+
+def match_rows(kept: torch.Tensor, full: torch.Tensor) -> list[int] | None:
+    """Original row index of each kept row (exact equality), or None if any is missing/ambiguous."""
+    equal = (kept[:, None, :] == full[None, :, :]).all(-1)
+    if not bool((equal.sum(-1) == 1).all()):
+        return None
+    return equal.float().argmax(-1).tolist()

@@ -28,6 +28,8 @@ class Prompt:
 
     context_ids: torch.Tensor  # (1, n_context)
     question_ids: torch.Tensor  # (1, n_question), question + template suffix + answer prefix
+    context_text: str = ""  # the templated text context_ids encode
+    context_offset: int = 0  # where the source's context starts inside context_text
 
 
 @dataclass
@@ -51,6 +53,7 @@ class LoadedReader:
     def encode(self, context: str, question: str, answer_prefix: str = "") -> Prompt:
         """Apply the chat template the way kvpress's ``preprocess`` does, so answers match it."""
         tok = self.tokenizer
+        source_context = context
         if tok.chat_template is None:
             context = (tok.bos_token or "") + context
             suffix = "\n"
@@ -62,7 +65,8 @@ class LoadedReader:
             context, suffix = templated.split(separator)
         ctx = tok.encode(context, return_tensors="pt", add_special_tokens=False)
         q = tok.encode(question + suffix + answer_prefix, return_tensors="pt", add_special_tokens=False)
-        return Prompt(ctx.to(self.device), q.to(self.device))
+        offset = len(context) - len(source_context)
+        return Prompt(ctx.to(self.device), q.to(self.device), context, offset)
 
 
 class Reader(ABC):
