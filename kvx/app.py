@@ -18,6 +18,7 @@ from kvx.engine import Cell, Engine
 from kvx.errors import ConfigError
 from kvx.readers.base import load_reader
 from kvx.records import cell_metrics
+from kvx.registry import RegistryError, registry
 
 log = logging.getLogger("kvx")
 _ENGINE: Engine | None = None
@@ -60,8 +61,21 @@ def build_cell(cfg: DictConfig) -> tuple[Cell, Any, dict[str, str]]:
         context_tokens=_positive_int(cfg, "context_tokens"),
         max_new_tokens=_positive_int(cfg, "max_new_tokens"),
         query_aware=bool(cfg.query_aware),
+        diagnostics=[(n, registry("diagnostic").get(n)()) for n in _names(cfg, "diagnostics")],
     )
     return cell, reader, names
+
+
+def _names(cfg: DictConfig, key: str) -> list[str]:
+    value = cfg.get(key) or []
+    if isinstance(value, str):
+        value = [value]
+    try:
+        return [str(v) for v in value]
+    except TypeError:
+        raise ConfigError(
+            f"{key}={value!r} must be a list of names, e.g. {key}=[coverage,likelihood]"
+        ) from None
 
 
 def _parent_run_id() -> str | None:
@@ -80,7 +94,7 @@ def _parent_run_id() -> str | None:
 def run(cfg: DictConfig) -> dict[str, float]:
     try:
         cell, reader_cfg, names = build_cell(cfg)
-    except ConfigError as exc:
+    except (ConfigError, RegistryError) as exc:
         print(f"kvx: {exc}", file=sys.stderr)
         sys.exit(2)
     semantic = semantic_config(cfg, names)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -22,8 +22,10 @@ from transformers import Cache, DynamicCache, QuantizedCache
 from kvx.capture import Capture, CaptureCache, capture_prefill
 from kvx.compressors import attention
 from kvx.compressors.base import Compressor, RetainedMap, Setting
-from kvx.compressors.none import NoCompression
 from kvx.controls import ControlStore, control_key
+from kvx.diagnostics.base import Diagnostic, DiagnosticResult
+from kvx.diagnostics.categories import categorize
+from kvx.diagnostics.context import DiagnosticContext
 from kvx.errors import ConfigError
 from kvx.generation import Generation, greedy_decode
 from kvx.readers.base import LoadedReader, Prompt, attn_implementation
@@ -44,6 +46,8 @@ class Cell:
     context_tokens: int
     max_new_tokens: int
     query_aware: bool = False
+    #: (name, diagnostic) in run order; likelihood before decoding, which reads its gold ranks
+    diagnostics: list[tuple[str, Diagnostic]] = field(default_factory=list)
 
 
 def versions() -> dict[str, str]:
@@ -213,20 +217,23 @@ class Engine:
     def _compressed_record(
         self, cell: Cell, reader: LoadedReader, prompt: Prompt, source: Source, full: dict[str, Any]
     ) -> dict[str, Any]:
-        if isinstance(cell.compressor, NoCompression) and not cell.query_aware:
-            comp = dict(full)  # the FullCache cell is the control itself
-        else:
-            try:
-                gen, run = self.compressed(cell, reader, prompt)
-                comp = self._answer(gen, source, cell.task)
-            except Exception as exc:  # recorded, counted, never scored as wrong
-                return {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
-        return {
+        try:
+            gen, run = self.compressed(cell, reader, prompt)
+            comp = self._answer(gen, source, cell.task)
+        except Exception as exc:  # recorded, counted, never scored as wrong
+            return {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
+        out = {
             "status": "supported",
             "reason": "",
             "compressed": comp,
             "transition": transition(full["correct"], comp["correct"]),
         }
+        if cell.diagnostics:
+            ctx = DiagnosticContext(reader, cell, source, prompt, run, {"full": full, "compressed": comp})
+            out["diagnostics"] = {name: run_diagnostic(diag, ctx) for name, diag in cell.diagnostics}
+            if out["transition"] == "C→W":
+                out["category"] = categorize(category_row(out["diagnostics"]))
+        return out
 
 
 class CompressedRun:
@@ -279,6 +286,31 @@ class CompressedRun:
         for layer, length in zip(self._cache.layers, self._lengths):
             layer.keys, layer.values = layer.keys[:, :, :length], layer.values[:, :, :length]
         return self._cache
+
+
+def run_diagnostic(diagnostic: Diagnostic, context: DiagnosticContext) -> dict[str, Any]:
+    """One diagnostic's result with its cost; a failure is an ``error`` result, never a gap."""
+    started = time.perf_counter()
+    try:
+        result = diagnostic.measure(context)
+    except Exception as exc:
+        result = DiagnosticResult("error", reason=f"{type(exc).__name__}: {exc}")
+    result.seconds = time.perf_counter() - started
+    return asdict(result)
+
+
+def category_row(diagnostics: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The stored values Table 4's rules read; absent diagnostics leave their fields None."""
+    cov = diagnostics.get("coverage", {})
+    lik = diagnostics.get("likelihood", {}).get("values", {})
+    att = diagnostics.get("attention", {}).get("values", {})
+    return {
+        "coverage_status": cov.get("status"),
+        "ecov": cov.get("values", {}).get("ecov"),
+        "delta_nll": lik.get("delta_nll"),
+        "top50": lik.get("top50"),
+        "ear": att.get("ear"),
+    }
 
 
 def setting_dict(setting: Setting) -> dict[str, Any]:

@@ -1,0 +1,144 @@
+"""Diagnostics on real runs of the tiny model: maps, alignment, coverage states, likelihood, records."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from kvx.capture import capture_prefill
+from kvx.compressors.presets import match_rows
+from kvx.diagnostics.alignment import align_evidence
+from kvx.engine import Cell
+from kvx.records import validate
+from kvx.registry import registry
+from kvx.tasks.ruler import NiahSingle
+
+DIAGS = [(n, registry("diagnostic").get(n)()) for n in ("coverage", "likelihood", "decoding")]
+
+
+def cell(name: str, ratio: float, **press) -> Cell:
+    comp = registry("compressor").get(name)(**press)
+    return Cell("ruler_niah_single", NiahSingle(), "tiny", name, comp, ratio, 0, 2, 400, 6, diagnostics=DIAGS)
+
+
+@pytest.fixture(scope="module")
+def prompt(tiny):
+    return tiny.encode("The grass is green. The sky is blue. " * 12, "What colour is the sky?", "It is")
+
+
+@pytest.mark.parametrize(
+    ("name", "press"), [("snapkv", {"window_size": 8}), ("tova", {}), ("streaming_llm", {})]
+)
+def test_measured_map_is_exactly_the_positions_whose_keys_survive(tiny, prompt, name, press):
+    comp = registry("compressor").get(name)(**press)
+    cap = capture_prefill(tiny.model, prompt.context_ids)
+    with torch.inference_mode():
+        cache = comp.compress_captured(tiny.model, cap, 0.5)
+    retained = comp.retained_map(tiny.model, cache, cap, 0.5)
+    assert retained.status == "measured"
+    heads = cache.layers[0].keys.shape[1]
+    for layer in range(len(cache.layers)):
+        for head in range(heads):
+            survived = torch.zeros(cap.n_tokens, dtype=torch.bool)
+            survived[match_rows(cache.layers[layer].keys[0, head], cap.layers[layer].keys[0, head])] = True
+            assert torch.equal(retained.mask[layer * heads + head], survived)
+
+
+def test_streaming_llm_map_is_sinks_plus_recent_window(tiny, prompt):
+    comp = registry("compressor").get("streaming_llm")()
+    cap = capture_prefill(tiny.model, prompt.context_ids)
+    with torch.inference_mode():
+        cache = comp.compress_captured(tiny.model, cap, 0.5)
+    mask = comp.retained_map(tiny.model, cache, cap, 0.5).mask
+    n, kept = cap.n_tokens, int(cap.n_tokens * 0.5)
+    expected = torch.zeros(n, dtype=torch.bool)
+    expected[:4] = True
+    expected[n - (kept - 4) :] = True
+    assert all(torch.equal(row, expected) for row in mask)
+
+
+def test_adakv_keeps_head_slots_apart(tiny, prompt):
+    comp = registry("compressor").get("adakv")(window_size=8)
+    cap = capture_prefill(tiny.model, prompt.context_ids)
+    with torch.inference_mode():
+        cache = comp.compress_captured(tiny.model, cap, 0.5)
+    retained = comp.retained_map(tiny.model, cache, cap, 0.5)
+    heads = cache.layers[0].keys.shape[1]
+    per_layer = retained.mask.view(len(cache.layers), heads, -1)
+    n = cap.n_tokens
+    assert retained.status == "measured"
+    assert all(int(layer.sum()) == heads * int(n * 0.5) for layer in per_layer)  # budget shared by heads
+    assert any(not torch.equal(layer[0], layer[1]) for layer in per_layer)  # but not the same positions
+
+
+def test_chunkkv_map_is_projected_whole_chunks(tiny, prompt):
+    comp = registry("compressor").get("chunkkv")(chunk_length=10)
+    cap = capture_prefill(tiny.model, prompt.context_ids)
+    with torch.inference_mode():
+        cache = comp.compress_captured(tiny.model, cap, 0.5)
+    retained = comp.retained_map(tiny.model, cache, cap, 0.5)
+    assert retained.status == "projected"
+    row = retained.mask[0]
+    full_chunks = row[: (cap.n_tokens // 10) * 10].view(-1, 10)
+    assert all(bool(c.all()) or not bool(c.any()) for c in full_chunks)
+
+
+@pytest.mark.parametrize(("name", "press"), [("think", {}), ("hqq", {"group_size": 16})])
+def test_structural_methods_report_addressability_without_coverage(tiny, engine, name, press):
+    # HQQ groups must divide the tensor size; the tiny model's head_dim is 16
+    records = engine.run_cell(cell(name, 0.25, **press), tiny, "h", progress=False)
+    for r in records:
+        cov = r["diagnostics"]["coverage"]
+        assert cov["status"] == "structural" and cov["values"] == {} and cov["reason"]
+        assert r["diagnostics"]["likelihood"]["status"] == "measured"
+
+
+def test_evidence_alignment_maps_needles_to_their_tokens(tiny, engine):
+    c = cell("tova", 0.5)
+    for source in engine.sources(c, tiny):
+        prompt = tiny.encode(source.context, source.question, source.answer_prefix)
+        alignment = align_evidence(tiny.tokenizer, prompt, list(source.evidence))
+        assert alignment.ok
+        for (start, end), positions in zip(source.evidence, alignment.spans):
+            text = tiny.tokenizer.decode(prompt.context_ids[0, sorted(positions)])
+            assert source.context[start:end] in text
+
+
+def test_identical_caches_give_zero_drift(tiny, engine):
+    records = engine.run_cell(cell("none", 0.0), tiny, "h", progress=False)
+    for r in records:
+        lik = r["diagnostics"]["likelihood"]["values"]
+        assert lik["delta_nll"] == pytest.approx(0.0, abs=1e-9) and lik["kl"] == pytest.approx(0.0, abs=1e-9)
+        p = math.exp(-lik["nll_full"])  # GPR = p / (p + eps): ≈ 1, short of it by eps
+        assert lik["top50"] == 1.0 and lik["gpr"] == pytest.approx(p / (p + 1e-6), rel=1e-12)
+        assert lik["rank_shift_first"] == 0 and lik["rank_shift_mean"] == 0
+        cov = r["diagnostics"]["coverage"]
+        assert cov["status"] == "measured" and cov["values"]["err"] == 1.0 and cov["values"]["ecov"] == 1.0
+
+
+def test_every_supported_record_carries_all_selected_diagnostics(tiny, engine):
+    records = engine.run_cell(cell("snapkv", 0.75, window_size=8), tiny, "h", progress=False)
+    for r in records:
+        validate(r)
+        assert set(r["diagnostics"]) == {"coverage", "likelihood", "decoding"}
+        assert all(d["seconds"] >= 0 for d in r["diagnostics"].values())
+        dec = r["diagnostics"]["decoding"]["values"]
+        assert dec["compressed_evaluated_tokens"] == len(r["compressed"]["token_ids"])
+        assert "gold_rank_comp_first" in dec
+        assert ("category" in r) == (r["transition"] == "C→W")
+
+
+def test_a_failing_diagnostic_is_an_error_result_not_a_lost_record(tiny, engine):
+    class Broken:
+        def measure(self, context):
+            raise RuntimeError("diagnostic bug")
+
+    c = cell("tova", 0.5)
+    c.diagnostics = [("broken", Broken())]
+    records = engine.run_cell(c, tiny, "h", progress=False)
+    for r in records:
+        assert r["status"] == "supported"
+        assert r["diagnostics"]["broken"]["status"] == "error"
+        assert r["diagnostics"]["broken"]["reason"] == "RuntimeError: diagnostic bug"
