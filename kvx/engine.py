@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import version
 from pathlib import Path
@@ -71,6 +72,8 @@ class Engine:
         self.captures = CaptureCache(capture_cache_bytes)
         self._splits: dict[str, list[Source]] = {}
         self.prefills = 0  # context prefills actually run by this process
+        #: FullCache teacher-forced logits per (prompt, reference): the same for every cell
+        self.full_logits: OrderedDict[str, torch.Tensor] = OrderedDict()
 
     def sources(self, cell: Cell, reader: LoadedReader) -> list[Source]:
         key = repr(
@@ -156,6 +159,7 @@ class Engine:
         run.start = start
         with attn_implementation(model, run.decode_impl):
             gen = greedy_decode(model, reader.tokenizer, cache, feed, start, cell.max_new_tokens)
+        run.first_logits = gen.first_logits
         return gen, run
 
     @torch.inference_mode()
@@ -258,8 +262,10 @@ class CompressedRun:
         self.retained: RetainedMap | None = None
         self.start = 0
         self.decode_impl: str | None = cell.compressor.attn_implementation
+        self.first_logits: torch.Tensor | None = None
         self._cache: Cache | None = None
         self._lengths: list[int] = []
+        self._quantized: list[object] = []
 
     def build(self) -> Cache:
         comp, model = self.cell.compressor, self.reader.model
@@ -270,6 +276,7 @@ class CompressedRun:
                 self.engine.prefills += 1
                 cache = comp.prefill(model, self.prefill_ids, self.cell.ratio)
         self._lengths = [cache.get_seq_length(i) for i in range(len(cache.layers))]
+        self._quantized = [getattr(layer, "_quantized_keys", None) for layer in cache.layers]
         # Layers left with different lengths (PyramidKV budgets, ChunkKV's partial chunk) break the
         # one mask transformers sizes from layer 0: decode on the per-layer causal attention then.
         if len(set(self._lengths)) > 1:
@@ -277,15 +284,30 @@ class CompressedRun:
         self._cache = cache
         return cache
 
-    def fresh_cache(self) -> Cache | None:
-        """The cache as compression left it, or None when it cannot be restored exactly."""
-        if self.capture is not None:
-            return self.build()
-        if not isinstance(self._cache, DynamicCache) or isinstance(self._cache, QuantizedCache):
+    def cache_after_feed(self) -> Cache | None:
+        """The decoding cache cut back to compression + question, so a reference can be
+        teacher-forced without feeding the question again; None where that is not exact."""
+        extra = self.feed.shape[1]
+        if isinstance(self._cache, QuantizedCache):
+            # exact only while decoding stayed in the unquantized residual (no re-quantization)
+            if any(layer._quantized_keys is not q for layer, q in zip(self._cache.layers, self._quantized)):
+                return None
+            for layer, length in zip(self._cache.layers, self._lengths):
+                layer.keys, layer.values = layer.keys[:, :, :extra], layer.values[:, :, :extra]
+                layer.cumulative_length = length + extra
+            return self._cache
+        if not isinstance(self._cache, DynamicCache):
             return None
         for layer, length in zip(self._cache.layers, self._lengths):
-            layer.keys, layer.values = layer.keys[:, :, :length], layer.values[:, :, :length]
+            layer.keys, layer.values = (
+                layer.keys[:, :, : length + extra],
+                layer.values[:, :, : length + extra],
+            )
         return self._cache
+
+    def fresh_cache(self) -> Cache | None:
+        """The cache as compression left it (rebuilt from the capture), or None without one."""
+        return self.build() if self.capture is not None else None
 
 
 def run_diagnostic(diagnostic: Diagnostic, context: DiagnosticContext) -> dict[str, Any]:

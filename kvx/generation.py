@@ -7,7 +7,7 @@ the compressor left in the cache; decoding is greedy argmax until an end-of-sequ
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from transformers import Cache, PreTrainedModel, PreTrainedTokenizerBase
@@ -18,6 +18,8 @@ class Generation:
     token_ids: list[int]
     text: str
     stop_reason: str  # "eos" | "max_new_tokens"
+    #: logits after the last fed token: the teacher-forced prediction of a reference's first token
+    first_logits: torch.Tensor | None = field(default=None, repr=False)
 
 
 def eos_ids(model: PreTrainedModel) -> list[int]:
@@ -42,6 +44,7 @@ def greedy_decode(
         start_position, start_position + feed_ids.shape[1], device=feed_ids.device
     ).unsqueeze(0)
     out = model(input_ids=feed_ids, past_key_values=cache, position_ids=position_ids, logits_to_keep=1)
+    first_logits = out.logits[0, -1]
     position = position_ids[:, -1:] + 1
     generated = [out.logits[0, -1].argmax()]
     stop_reason = "eos" if int(generated[-1]) in stop else "max_new_tokens"
@@ -53,4 +56,4 @@ def greedy_decode(
         if int(generated[-1]) in stop:
             stop_reason = "eos"
     ids = [int(t) for t in generated]
-    return Generation(ids, tokenizer.decode(ids, skip_special_tokens=True), stop_reason)
+    return Generation(ids, tokenizer.decode(ids, skip_special_tokens=True), stop_reason, first_logits)

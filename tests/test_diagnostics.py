@@ -142,3 +142,23 @@ def test_a_failing_diagnostic_is_an_error_result_not_a_lost_record(tiny, engine)
         assert r["status"] == "supported"
         assert r["diagnostics"]["broken"]["status"] == "error"
         assert r["diagnostics"]["broken"]["reason"] == "RuntimeError: diagnostic bug"
+
+
+def test_hqq_likelihood_reuses_the_decoding_cache_exactly(tiny, engine):
+    """Cutting HQQ's residual back must give what a rebuilt cache gives (no re-quantization)."""
+    from kvx.diagnostics.likelihood import question_then_reference, reference_logits
+
+    comp = registry("compressor").get("hqq")(group_size=16)
+    c = cell("hqq", 0.5, group_size=16)
+    source = engine.sources(c, tiny)[1]
+    # a short question: the byte tokenizer's long ones overflow HQQ's 128-token residual
+    prompt = tiny.encode(source.context, "Number?", "")
+    ref = tiny.tokenizer.encode(" 42", add_special_tokens=False, return_tensors="pt")
+    c.compressor = comp
+    with torch.inference_mode():
+        _, run = engine.compressed(c, tiny, prompt)
+        cut = run.cache_after_feed()
+        assert cut is not None
+        reused = reference_logits(tiny.model, cut, run.first_logits, ref, run.start + run.feed.shape[1])
+        rebuilt = question_then_reference(tiny.model, run.fresh_cache(), run.feed, ref, run.start)
+    assert torch.allclose(reused, rebuilt, atol=1e-5)

@@ -1,11 +1,15 @@
 """Likelihood diagnostic: teacher-forced reference tokens on the FullCache and the compressed cache.
 
-Both caches come from the run the engine already built (the captured prefill, or the compressed
-cache cut back after decoding): the context is never prefilled again.
+Both sides use the same two steps: the question is fed after the cache (its last logits predict
+the first reference token), then the reference (all but its last token) is fed after it. The
+compressed side reuses the question step free decoding already ran (its cache is cut back to
+compression + question); the FullCache side is computed once per source and reused by every
+cell. The context is never prefilled again.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import torch
@@ -16,18 +20,32 @@ from kvx.diagnostics.context import DiagnosticContext
 from kvx.diagnostics.distribution import distribution_metrics
 from kvx.readers.base import attn_implementation
 
+FULL_LOGITS_KEPT = 256  # sources whose FullCache reference logits stay in memory
+
 
 @torch.inference_mode()
-def teacher_forced_logits(
-    model: PreTrainedModel, cache: Cache, feed: torch.Tensor, reference: torch.Tensor, start: int
-) -> torch.Tensor:
-    """Logits predicting each reference token after ``feed`` (question) on ``cache``: (T, vocab)."""
-    inputs = torch.cat([feed, reference[:, :-1]], dim=1)
-    positions = torch.arange(start, start + inputs.shape[1], device=inputs.device).unsqueeze(0)
-    out = model(
-        input_ids=inputs, past_key_values=cache, position_ids=positions, logits_to_keep=reference.shape[1]
-    )
+def feed(model: PreTrainedModel, cache: Cache, ids: torch.Tensor, start: int, keep: int) -> torch.Tensor:
+    positions = torch.arange(start, start + ids.shape[1], device=ids.device).unsqueeze(0)
+    out = model(input_ids=ids, past_key_values=cache, position_ids=positions, logits_to_keep=keep)
     return out.logits[0].float()
+
+
+def reference_logits(
+    model: PreTrainedModel, cache: Cache, first: torch.Tensor, reference: torch.Tensor, start: int
+) -> torch.Tensor:
+    """(T, vocab) logits predicting each reference token; ``cache`` already holds the question,
+    ``first`` are the logits after its last token and ``start`` the next position."""
+    rows = [first.float().view(1, -1)]
+    if reference.shape[1] > 1:
+        rows.append(feed(model, cache, reference[:, :-1], start, reference.shape[1] - 1))
+    return torch.cat(rows)
+
+
+def question_then_reference(
+    model: PreTrainedModel, cache: Cache, question: torch.Tensor, reference: torch.Tensor, start: int
+) -> torch.Tensor:
+    first = feed(model, cache, question, start, 1)[-1]
+    return reference_logits(model, cache, first, reference, start + question.shape[1])
 
 
 @dataclass
@@ -42,16 +60,33 @@ class Likelihood(Diagnostic):
         reference = context.reference_ids()
         if reference.shape[1] == 0:
             return DiagnosticResult("not_applicable", reason="the reference answer has no tokens")
-        comp_cache = run.fresh_cache()
-        if comp_cache is None:
-            return DiagnosticResult(
-                "not_applicable", reason="the compressed cache cannot be restored exactly"
-            )
         with attn_implementation(model, run.decode_impl):
-            comp = teacher_forced_logits(model, comp_cache, run.feed, reference, run.start)
-        full_start = run.prefill_ids.shape[1]
-        full = teacher_forced_logits(model, context.full_cache(), run.feed, reference, full_start)
+            cache = run.cache_after_feed()
+            if cache is not None and run.first_logits is not None:
+                comp = reference_logits(
+                    model, cache, run.first_logits, reference, run.start + run.feed.shape[1]
+                )
+            elif (fresh := run.fresh_cache()) is not None:
+                comp = question_then_reference(model, fresh, run.feed, reference, run.start)
+            else:
+                return DiagnosticResult(
+                    "not_applicable", reason="the compressed cache cannot be restored exactly"
+                )
+        full = self.full_logits(context, reference)
         values = dict(distribution_metrics(full, comp, reference[0], eps=self.epsilon, k=self.top_k))
         values["reference_ids"] = reference[0].tolist()
         context.shared["gold_ranks"] = {k: v for k, v in values.items() if k.startswith("gold_rank")}
         return DiagnosticResult("measured", values)
+
+    def full_logits(self, context: DiagnosticContext, reference: torch.Tensor) -> torch.Tensor:
+        run, store = context.run, context.run.engine.full_logits
+        digest = hashlib.sha256(run.prefill_ids.cpu().numpy().tobytes() + run.feed.cpu().numpy().tobytes())
+        key = digest.hexdigest() + ":" + ",".join(map(str, reference[0].tolist()))
+        if key not in store:
+            start = run.prefill_ids.shape[1]
+            store[key] = question_then_reference(
+                context.reader.model, context.full_cache(), run.feed, reference, start
+            )
+            while len(store) > FULL_LOGITS_KEPT:
+                store.popitem(last=False)
+        return store[key]
