@@ -28,15 +28,20 @@ def prompt(tiny):
     return tiny.encode("The grass is green. The sky is blue. " * 12, "What colour is the sky?", "It is")
 
 
+def compress(tiny, prompt, name: str, ratio: float = 0.5, **press):
+    """Compress on a fresh capture; returns (capture, cache, retained map)."""
+    comp = registry("compressor").get(name)(**press)
+    cap = capture_prefill(tiny.model, prompt.context_ids)
+    with torch.inference_mode():
+        cache = comp.compress_captured(tiny.model, cap, ratio)
+    return cap, cache, comp.retained_map(tiny.model, cache, cap, ratio)
+
+
 @pytest.mark.parametrize(
     ("name", "press"), [("snapkv", {"window_size": 8}), ("tova", {}), ("streaming_llm", {})]
 )
 def test_measured_map_is_exactly_the_positions_whose_keys_survive(tiny, prompt, name, press):
-    comp = registry("compressor").get(name)(**press)
-    cap = capture_prefill(tiny.model, prompt.context_ids)
-    with torch.inference_mode():
-        cache = comp.compress_captured(tiny.model, cap, 0.5)
-    retained = comp.retained_map(tiny.model, cache, cap, 0.5)
+    cap, cache, retained = compress(tiny, prompt, name, **press)
     assert retained.status == "measured"
     heads = cache.layers[0].keys.shape[1]
     for layer in range(len(cache.layers)):
@@ -47,11 +52,8 @@ def test_measured_map_is_exactly_the_positions_whose_keys_survive(tiny, prompt, 
 
 
 def test_streaming_llm_map_is_sinks_plus_recent_window(tiny, prompt):
-    comp = registry("compressor").get("streaming_llm")()
-    cap = capture_prefill(tiny.model, prompt.context_ids)
-    with torch.inference_mode():
-        cache = comp.compress_captured(tiny.model, cap, 0.5)
-    mask = comp.retained_map(tiny.model, cache, cap, 0.5).mask
+    cap, _, retained = compress(tiny, prompt, "streaming_llm")
+    mask = retained.mask
     n, kept = cap.n_tokens, int(cap.n_tokens * 0.5)
     expected = torch.zeros(n, dtype=torch.bool)
     expected[:4] = True
@@ -60,11 +62,7 @@ def test_streaming_llm_map_is_sinks_plus_recent_window(tiny, prompt):
 
 
 def test_adakv_keeps_head_slots_apart(tiny, prompt):
-    comp = registry("compressor").get("adakv")(window_size=8)
-    cap = capture_prefill(tiny.model, prompt.context_ids)
-    with torch.inference_mode():
-        cache = comp.compress_captured(tiny.model, cap, 0.5)
-    retained = comp.retained_map(tiny.model, cache, cap, 0.5)
+    cap, cache, retained = compress(tiny, prompt, "adakv", window_size=8)
     heads = cache.layers[0].keys.shape[1]
     per_layer = retained.mask.view(len(cache.layers), heads, -1)
     n = cap.n_tokens
@@ -74,11 +72,7 @@ def test_adakv_keeps_head_slots_apart(tiny, prompt):
 
 
 def test_chunkkv_map_is_projected_whole_chunks(tiny, prompt):
-    comp = registry("compressor").get("chunkkv")(chunk_length=10)
-    cap = capture_prefill(tiny.model, prompt.context_ids)
-    with torch.inference_mode():
-        cache = comp.compress_captured(tiny.model, cap, 0.5)
-    retained = comp.retained_map(tiny.model, cache, cap, 0.5)
+    cap, _, retained = compress(tiny, prompt, "chunkkv", chunk_length=10)
     assert retained.status == "projected"
     row = retained.mask[0]
     full_chunks = row[: (cap.n_tokens // 10) * 10].view(-1, 10)
