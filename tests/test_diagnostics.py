@@ -8,9 +8,11 @@ import pytest
 import torch
 
 from kvx.capture import capture_prefill
+from kvx.compressors import attention
 from kvx.compressors.presets import match_rows
 from kvx.diagnostics.alignment import align_evidence
 from kvx.engine import Cell
+from kvx.readers.base import attn_implementation
 from kvx.records import validate
 from kvx.registry import registry
 from kvx.tasks.ruler import NiahSingle
@@ -156,3 +158,47 @@ def test_hqq_likelihood_reuses_the_decoding_cache_exactly(tiny, engine):
         reused = reference_logits(tiny.model, cut, run.first_logits, ref, run.start + run.feed.shape[1])
         rebuilt = question_then_reference(tiny.model, run.fresh_cache(), run.feed, ref, run.start)
     assert torch.allclose(reused, rebuilt, atol=1e-5)
+
+
+ATTENTION = [(n, registry("diagnostic").get(n)()) for n in ("attention",)]
+
+
+def test_identical_caches_give_ear_one(tiny, engine):
+    c = cell("none", 0.0)
+    c.diagnostics = ATTENTION
+    for r in engine.run_cell(c, tiny, "h", progress=False):
+        att = r["diagnostics"]["attention"]
+        assert att["status"] == "measured", att["reason"]
+        assert att["values"]["ear"] == pytest.approx(1.0, abs=1e-6)
+        assert att["values"]["eam_comp"] == pytest.approx(att["values"]["eam_full"], abs=1e-7)
+
+
+@pytest.mark.parametrize(
+    ("name", "press"), [("snapkv", {"window_size": 8}), ("pyramidkv", {"window_size": 8})]
+)
+def test_attention_replay_on_evicted_caches(tiny, engine, name, press):
+    c = cell(name, 0.5, **press)
+    c.diagnostics = ATTENTION
+    for r in engine.run_cell(c, tiny, "h", progress=False):
+        values = r["diagnostics"]["attention"]["values"]
+        assert r["diagnostics"]["attention"]["status"] == "measured"
+        assert 0.0 <= values["eam_comp"] <= 1.0 and values["ear"] >= 0.0
+        assert values["neae_full"] == pytest.approx(
+            values["eam_full"] / (values["eam_full"] / values["neae_full"])
+        )
+
+
+def test_eager_replay_attention_matches_sdpa(tiny, prompt):
+    from kvx.generation import greedy_decode
+
+    attention.register()
+    outs = []
+    for impl in ("sdpa", attention.EAGER):
+        with torch.inference_mode(), attn_implementation(tiny.model, impl):
+            cache = capture_prefill(tiny.model, prompt.context_ids).full_cache()
+            outs.append(
+                greedy_decode(
+                    tiny.model, tiny.tokenizer, cache, prompt.question_ids, cache.get_seq_length(), 6
+                )
+            )
+    assert outs[0].token_ids == outs[1].token_ids

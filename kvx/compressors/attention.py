@@ -17,6 +17,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface
 
 NAME = "kvx_sdpa"
+EAGER = "kvx_eager"
 
 
 def _no_mask(*args: Any, **kwargs: Any) -> None:
@@ -32,17 +33,53 @@ def per_layer_causal_sdpa(
     dropout: float = 0.0,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    q_len, k_len = query.shape[2], key.shape[2]
-    mask = None
-    if q_len > 1:
-        # query i sits at absolute key index (k_len - q_len + i) and sees keys up to it
-        rows = torch.arange(q_len, device=query.device).unsqueeze(1) + (k_len - q_len)
-        mask = (torch.arange(k_len, device=query.device).unsqueeze(0) <= rows).view(1, 1, q_len, k_len)
+    mask = _causal_mask(query.shape[2], key.shape[2], query.device)
     return sdpa_attention_forward(module, query, key, value, mask, dropout, is_causal=False, **kwargs)
 
 
+def _causal_mask(q_len: int, k_len: int, device: torch.device) -> torch.Tensor | None:
+    if q_len == 1:
+        return None
+    # query i sits at absolute key index (k_len - q_len + i) and sees keys up to it
+    rows = torch.arange(q_len, device=device).unsqueeze(1) + (k_len - q_len)
+    return (torch.arange(k_len, device=device).unsqueeze(0) <= rows).view(1, 1, q_len, k_len)
+
+
+def per_layer_causal_eager(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eager attention with the per-layer mask, returning the weights (attention replays).
+
+    ``module.kvx_logit_bias`` (kv_heads, n) when set is added to the logits of the first n keys:
+    the evidence-boost intervention."""
+    groups = query.shape[1] // key.shape[1]
+    k = key.repeat_interleave(groups, dim=1)
+    v = value.repeat_interleave(groups, dim=1)
+    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+    logits = torch.matmul(query, k.transpose(2, 3)) * scale
+    bias = getattr(module, "kvx_logit_bias", None)
+    if bias is not None:
+        n = bias.shape[-1]
+        logits[..., :n] = logits[..., :n] + bias.repeat_interleave(groups, dim=0).to(logits.dtype)
+    mask = _causal_mask(query.shape[2], key.shape[2], query.device)
+    if mask is not None:
+        logits = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
+    weights = torch.softmax(logits, dim=-1, dtype=torch.float32).to(query.dtype)
+    out = torch.matmul(weights, v).transpose(1, 2).contiguous()
+    return out, weights
+
+
 def register() -> str:
-    """Register the implementation once; returns its name for ``set_attn_implementation``."""
+    """Register the implementations once; returns the SDPA one's name for ``set_attn_implementation``."""
     AttentionInterface.register(NAME, attention_patch(per_layer_causal_sdpa))
     AttentionMaskInterface.register(NAME, _no_mask)
+    AttentionInterface.register(EAGER, attention_patch(per_layer_causal_eager))
+    AttentionMaskInterface.register(EAGER, _no_mask)
     return NAME

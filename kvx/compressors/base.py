@@ -50,6 +50,9 @@ class RetainedMap:
     status: str
     mask: torch.Tensor | None = None
     reason: str = ""
+    #: per layer, (kv_heads, cache rows): the original position each cache row holds;
+    #: None means rows are positions (nothing was evicted, or positions were kept in place)
+    rows: list[torch.Tensor] | None = None
 
 
 class Compressor(ABC):

@@ -83,15 +83,18 @@ class KVPressCompressor(Compressor):
         n_positions = cache.layers[0].keys.shape[2] if ratio == 0 else next(iter(scores.values())).shape[-1]
         heads = cache.layers[0].keys.shape[1]
         mask = torch.zeros(len(modules) * heads, n_positions, dtype=torch.bool)
+        rows: list[torch.Tensor] = []
         for idx, module in enumerate(modules):
             if ratio == 0:  # kvpress returns before scoring: everything is kept
                 mask[idx * heads : (idx + 1) * heads] = True
+                rows.append(torch.arange(n_positions).expand(heads, -1))
                 continue
             layer_scores = scores[idx][0]
             k = press.get_layer_budget(module, n_positions) if hasattr(press, "get_layer_budget") else None
             kept = layer_scores.topk(k or n_kept(n_positions, ratio), dim=-1).indices  # the press's own top-k
             mask[idx * heads : (idx + 1) * heads].scatter_(1, kept.cpu(), True)
-        return RetainedMap("measured", mask)
+            rows.append(kept.cpu())  # the press gathers cache rows in this order
+        return RetainedMap("measured", mask, rows=rows)
 
     def prefill(self, model: PreTrainedModel, context_ids: torch.Tensor, ratio: float) -> Cache:
         clear_head_masks(model)

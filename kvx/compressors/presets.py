@@ -137,7 +137,7 @@ class ChunkKV(KVPressCompressor):
         """Projected: the kept chunks' token positions, found by matching kept key rows."""
         if capture is None:
             return RetainedMap("not_applicable", reason="ChunkKV's map needs the captured prefill")
-        rows = []
+        rows, order = [], []
         for idx, layer in enumerate(capture.layers):
             kept = cache.layers[idx].keys[0, 0]
             positions = match_rows(kept, layer.keys[0, 0])
@@ -148,7 +148,8 @@ class ChunkKV(KVPressCompressor):
             row = torch.zeros(layer.keys.shape[2], dtype=torch.bool)
             row[positions] = True
             rows.extend([row] * layer.keys.shape[1])  # ChunkKV keeps the same chunks in every head
-        return RetainedMap("projected", torch.stack(rows))
+            order.append(torch.tensor(positions).expand(layer.keys.shape[1], -1))
+        return RetainedMap("projected", torch.stack(rows), rows=order)
 
 
 @dataclass
