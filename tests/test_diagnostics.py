@@ -178,14 +178,14 @@ def test_identical_caches_give_ear_one(tiny, engine):
 )
 def test_attention_replay_on_evicted_caches(tiny, engine, name, press):
     c = cell(name, 0.5, **press)
-    c.diagnostics = ATTENTION
+    c.diagnostics = [*DIAGS[:1], *ATTENTION]
     for r in engine.run_cell(c, tiny, "h", progress=False):
         values = r["diagnostics"]["attention"]["values"]
+        share = r["diagnostics"]["coverage"]["values"]["evidence_share"]  # |E| / n, from coverage
         assert r["diagnostics"]["attention"]["status"] == "measured"
         assert 0.0 <= values["eam_comp"] <= 1.0 and values["ear"] >= 0.0
-        assert values["neae_full"] == pytest.approx(
-            values["eam_full"] / (values["eam_full"] / values["neae_full"])
-        )
+        assert values["ear"] == pytest.approx(values["eam_comp"] / values["eam_full"])
+        assert values["neae_comp"] == pytest.approx(values["eam_comp"] / share)
 
 
 def test_eager_replay_attention_matches_sdpa(tiny, prompt):
