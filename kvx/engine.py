@@ -23,6 +23,7 @@ from transformers import Cache, DynamicCache, QuantizedCache
 from kvx.capture import Capture, CaptureCache, capture_prefill
 from kvx.compressors import attention
 from kvx.compressors.base import Compressor, RetainedMap, Setting
+from kvx.compressors.kvpress_adapter import clear_head_masks
 from kvx.controls import ControlStore, control_key
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
 from kvx.diagnostics.categories import categorize
@@ -127,6 +128,7 @@ class Engine:
         if stored is not None:
             return stored
         capture = self._capture(reader, prompt.context_ids)
+        clear_head_masks(reader.model)  # an earlier AdaKV cell's masks must not reach the control
         gen = greedy_decode(
             reader.model,
             reader.tokenizer,

@@ -202,3 +202,19 @@ def test_eager_replay_attention_matches_sdpa(tiny, prompt):
                 )
             )
     assert outs[0].token_ids == outs[1].token_ids
+
+
+def test_adakv_head_masks_never_reach_the_fullcache_side(tiny, engine, prompt):
+    """AdaKV leaves masked key indices on the attention modules; FullCache work must clear them.
+    (AdaKV itself cannot decode on random weights, so the masks are planted by hand.)"""
+    from kvx.compressors.kvpress_adapter import attention_layers
+    from kvx.diagnostics.context import DiagnosticContext
+
+    c = cell("tova", 0.5)
+    with torch.inference_mode():
+        _, run = engine.compressed(c, tiny, prompt)
+    planted = (torch.tensor([0]), torch.tensor([0]), torch.tensor([3]))
+    for module in attention_layers(tiny.model):
+        module.masked_key_indices = planted
+    DiagnosticContext(tiny, c, engine.sources(c, tiny)[0], prompt, run, {}).full_cache()
+    assert all(m.masked_key_indices is None for m in attention_layers(tiny.model))

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from kvx.compressors.kvpress_adapter import clear_head_masks
+
 if TYPE_CHECKING:
     from transformers import Cache
 
@@ -27,7 +29,11 @@ class DiagnosticContext:
     shared: dict[str, Any] = field(default_factory=dict)
 
     def full_cache(self) -> Cache:
-        """The uncompressed cache of the same prefill, from the capture when there is one."""
+        """The uncompressed cache of the same prefill, from the capture when there is one.
+
+        Head masks an AdaKV compression left on the attention modules are cleared first: the
+        FullCache must never see them (compressed-side measurements therefore come first)."""
+        clear_head_masks(self.reader.model)
         if self.run.capture is not None:
             return self.run.capture.full_cache()
         from kvx.capture import capture_prefill
