@@ -235,7 +235,7 @@ class Engine:
             "transition": transition(full["correct"], comp["correct"]),
         }
         if cell.diagnostics:
-            ctx = DiagnosticContext(reader, cell, source, prompt, run, {"full": full, "compressed": comp})
+            ctx = DiagnosticContext(reader, cell, source, prompt, run, {"full": full, **out})
             out["diagnostics"] = {name: run_diagnostic(diag, ctx) for name, diag in cell.diagnostics}
             if out["transition"] == "C→W":
                 out["category"] = categorize(category_row(out["diagnostics"]))

@@ -218,3 +218,61 @@ def test_adakv_head_masks_never_reach_the_fullcache_side(tiny, engine, prompt):
         module.masked_key_indices = planted
     DiagnosticContext(tiny, c, engine.sources(c, tiny)[0], prompt, run, {}).full_cache()
     assert all(m.masked_key_indices is None for m in attention_layers(tiny.model))
+
+
+def test_intervention_with_no_boost_reproduces_the_unmodified_output(tiny, engine):
+    from kvx.diagnostics.intervention import Intervention
+
+    class AlwaysRight(NiahSingle):
+        """Every answer scores 1, so random-weight runs are C→C rows the intervention applies to."""
+
+        def score(self, prediction, source):
+            return 1.0
+
+    c = cell("tova", 0.5)
+    c.task = AlwaysRight()
+    c.diagnostics = [("intervention", Intervention(boost=1.0))]  # log(1) = 0 added to the logits
+    records = engine.run_cell(c, tiny, "h", progress=False)
+    assert [r["transition"] for r in records] == ["C→C", "C→C"]
+    for r in records:
+        result = r["diagnostics"]["intervention"]
+        assert result["status"] == "measured", result["reason"]
+        v = result["values"]
+        assert v["baseline_output"] == v["evidence_output"] == v["sham_output"] == r["compressed"]["output"]
+        assert v["degraded_evidence"] is False and v["boosted_rows"] > 0
+
+
+def test_intervention_skips_rows_that_are_not_paired_failures_or_controls(tiny, engine):
+    from kvx.diagnostics.intervention import Intervention
+
+    c = cell("tova", 0.5)  # random weights: every FullCache answer is wrong (W→*)
+    c.diagnostics = [("intervention", Intervention())]
+    for r in engine.run_cell(c, tiny, "h", progress=False):
+        assert r["transition"].startswith("W")
+        assert r["diagnostics"]["intervention"]["status"] == "not_applicable"
+
+
+def test_intervention_boost_changes_attention_and_sham_is_count_matched():
+    from kvx.diagnostics.intervention import sham_rows
+
+    evidence = torch.tensor(
+        [[True, True, False, False, False, False], [False, False, False, True, False, False]]
+    )
+    sham = sham_rows(evidence)
+    assert sham.sum(-1).tolist() == [2, 1]
+    assert not bool((sham & evidence).any())
+    assert torch.equal(sham, sham_rows(evidence))  # deterministic
+
+
+def test_log4_logit_boost_multiplies_the_odds_of_boosted_keys_by_four():
+    from types import SimpleNamespace
+
+    torch.manual_seed(0)
+    q, k, v = torch.randn(1, 4, 1, 8), torch.randn(1, 2, 6, 8), torch.randn(1, 2, 6, 8)
+    module = SimpleNamespace(kvx_logit_bias=None)
+    _, plain = attention.per_layer_causal_eager(module, q, k, v, None)
+    module.kvx_logit_bias = torch.zeros(2, 6)
+    module.kvx_logit_bias[:, 0] = math.log(4)
+    _, boosted = attention.per_layer_causal_eager(module, q, k, v, None)
+    ratio = (boosted[..., 0] / boosted[..., 1]) / (plain[..., 0] / plain[..., 1])
+    assert torch.allclose(ratio, torch.full_like(ratio, 4.0), rtol=1e-5)

@@ -67,7 +67,7 @@ def per_layer_causal_eager(
     bias = getattr(module, "kvx_logit_bias", None)
     if bias is not None:
         n = bias.shape[-1]
-        logits[..., :n] = logits[..., :n] + bias.repeat_interleave(groups, dim=0).to(logits.dtype)
+        logits[..., :n] = logits[..., :n] + bias.repeat_interleave(groups, dim=0)[:, None, :].to(logits.dtype)
     mask = _causal_mask(query.shape[2], key.shape[2], query.device)
     if mask is not None:
         logits = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
