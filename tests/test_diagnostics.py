@@ -229,14 +229,14 @@ def test_intervention_with_no_boost_reproduces_the_unmodified_output(tiny, engin
         def score(self, prediction, source):
             return 1.0
 
-    c = cell("tova", 0.5)
+    c = cell("think", 0.25)  # structural: every position stays addressable in place
     c.task = AlwaysRight()
     c.diagnostics = [("intervention", Intervention(boost=1.0))]  # log(1) = 0 added to the logits
     records = engine.run_cell(c, tiny, "h", progress=False)
     assert [r["transition"] for r in records] == ["C→C", "C→C"]
     for r in records:
         result = r["diagnostics"]["intervention"]
-        assert result["status"] == "measured", result["reason"]
+        assert result["status"] == "structural", result["reason"]
         v = result["values"]
         assert v["baseline_output"] == v["evidence_output"] == v["sham_output"] == r["compressed"]["output"]
         assert v["degraded_evidence"] is False and v["boosted_rows"] > 0

@@ -51,7 +51,8 @@ class Intervention(Diagnostic):
             )
         run = context.run
         retained = run.retained
-        if retained is None or retained.status not in ("measured", "projected"):
+        # structural methods (ThinK, HQQ) keep every position addressable in place: rows = positions
+        if retained is None or retained.status not in ("measured", "projected", "structural"):
             return DiagnosticResult(
                 "not_applicable", reason="no original-position map of the retained evidence"
             )
