@@ -122,13 +122,15 @@ def test_pyramidkv_layer_budgets_shrink_and_decode_on_cpu(tiny, prompt):
     assert len(gen.token_ids) >= 1
 
 
-def test_per_layer_causal_attention_matches_sdpa_for_uniform_caches(tiny, prompt):
+@pytest.mark.parametrize("impl", [attention.NAME, attention.EAGER])
+def test_per_layer_causal_attention_matches_sdpa_for_uniform_caches(tiny, prompt, impl):
+    """kvx's SDPA (uneven caches) and eager (replays, interventions) decode like transformers' SDPA."""
     from kvx.generation import greedy_decode
 
     attention.register()
     outs = []
-    for impl in ("sdpa", attention.NAME):
-        with torch.inference_mode(), attn_implementation(tiny.model, impl):
+    for name in ("sdpa", impl):
+        with torch.inference_mode(), attn_implementation(tiny.model, name):
             cache = capture_prefill(tiny.model, prompt.context_ids).full_cache()
             outs.append(
                 greedy_decode(

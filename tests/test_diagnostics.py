@@ -12,7 +12,6 @@ from kvx.compressors import attention
 from kvx.compressors.presets import match_rows
 from kvx.diagnostics.alignment import align_evidence
 from kvx.engine import Cell
-from kvx.readers.base import attn_implementation
 from kvx.records import validate
 from kvx.registry import registry
 from kvx.tasks.ruler import NiahSingle
@@ -186,22 +185,6 @@ def test_attention_replay_on_evicted_caches(tiny, engine, name, press):
         assert 0.0 <= values["eam_comp"] <= 1.0 and values["ear"] >= 0.0
         assert values["ear"] == pytest.approx(values["eam_comp"] / values["eam_full"])
         assert values["neae_comp"] == pytest.approx(values["eam_comp"] / share)
-
-
-def test_eager_replay_attention_matches_sdpa(tiny, prompt):
-    from kvx.generation import greedy_decode
-
-    attention.register()
-    outs = []
-    for impl in ("sdpa", attention.EAGER):
-        with torch.inference_mode(), attn_implementation(tiny.model, impl):
-            cache = capture_prefill(tiny.model, prompt.context_ids).full_cache()
-            outs.append(
-                greedy_decode(
-                    tiny.model, tiny.tokenizer, cache, prompt.question_ids, cache.get_seq_length(), 6
-                )
-            )
-    assert outs[0].token_ids == outs[1].token_ids
 
 
 def test_adakv_head_masks_never_reach_the_fullcache_side(tiny, engine, prompt):
