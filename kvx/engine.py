@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import version
 from pathlib import Path
@@ -33,6 +34,8 @@ from kvx.generation import Generation, greedy_decode
 from kvx.readers.base import LoadedReader, Prompt, attn_implementation
 from kvx.records import transition, validate
 from kvx.tasks.base import Source, Task
+
+FULL_SIDE_KEPT = 256  # FullCache-side diagnostic results kept (reference logits: T x vocab floats each)
 
 
 @dataclass
@@ -73,8 +76,8 @@ class Engine:
         self.captures = CaptureCache(capture_cache_bytes)
         self._splits: dict[str, list[Source]] = {}
         self.prefills = 0  # context prefills actually run by this process
-        #: FullCache teacher-forced logits per (prompt, reference): the same for every cell
-        self.full_logits: OrderedDict[str, torch.Tensor] = OrderedDict()
+        #: FullCache-side diagnostic results per (diagnostic, prompt, reference): the same for every cell
+        self.full_side: OrderedDict[str, Any] = OrderedDict()
 
     def sources(self, cell: Cell, reader: LoadedReader) -> list[Source]:
         key = repr(
@@ -87,6 +90,14 @@ class Engine:
                 raise ConfigError(f"task={cell.task_name}: {exc}") from exc
             self._splits[key] = split
         return self._splits[key]
+
+    def full_side_memo(self, key: str, compute: Callable[[], Any]) -> Any:
+        """Compute a FullCache-side result once per process and source (LRU of FULL_SIDE_KEPT)."""
+        if key not in self.full_side:
+            self.full_side[key] = compute()
+            while len(self.full_side) > FULL_SIDE_KEPT:
+                self.full_side.popitem(last=False)
+        return self.full_side[key]
 
     def split_key(self, cell: Cell, reader: LoadedReader) -> str:
         """Identity of the control group: task split, reader, decoding config."""

@@ -54,6 +54,10 @@ class RetainedMap:
     #: None means rows are positions (nothing was evicted, or positions were kept in place)
     rows: list[torch.Tensor] | None = None
 
+    def cache_rows(self, lengths: list[int], heads: int) -> list[torch.Tensor]:
+        """Per layer, (heads, rows) original position of each of the first ``lengths[l]`` cache rows."""
+        return self.rows or [torch.arange(length).expand(heads, -1) for length in lengths]
+
 
 class Compressor(ABC):
     """Base class for ``kvx.compressors`` plugins."""

@@ -8,13 +8,14 @@ layer-head-step domain is common by construction.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import torch
 from transformers import Cache, PreTrainedModel
 
 from kvx.compressors import attention
-from kvx.diagnostics.alignment import align_evidence
+from kvx.compressors.base import RetainedMap
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
 from kvx.diagnostics.context import DiagnosticContext
 from kvx.readers.base import attn_implementation
@@ -47,6 +48,10 @@ def evidence_mass(
     return torch.stack(masses)
 
 
+def evidence_key(evidence: torch.Tensor) -> str:
+    return hashlib.sha256(evidence.numpy().tobytes()).hexdigest()[:16]
+
+
 @dataclass
 class Attention(Diagnostic):
     """EAM = mean answer-time attention on evidence; EAR = EAM^C / EAM^F; NEAE = EAM / (|E| / n)."""
@@ -56,30 +61,33 @@ class Attention(Diagnostic):
         retained = run.retained
         if retained is None or retained.status == "not_applicable":
             return DiagnosticResult("not_applicable", reason=retained.reason if retained else "no map")
-        alignment = align_evidence(context.reader.tokenizer, context.prompt, list(context.source.evidence))
-        if not alignment.ok:
-            return DiagnosticResult("not_applicable", reason=f"evidence alignment: {alignment.reason}")
+        if not context.alignment.ok:
+            return DiagnosticResult(
+                "not_applicable", reason=f"evidence alignment: {context.alignment.reason}"
+            )
         comp_cache = run.fresh_cache()
         if comp_cache is None:
             return DiagnosticResult(
                 "not_applicable", reason="no captured prefill to rebuild the cache for a replay"
             )
-        n = run.prefill_ids.shape[1]
-        evidence = torch.zeros(n, dtype=torch.bool)
-        evidence[sorted(set().union(*alignment.spans))] = True
+        evidence, n = context.evidence_mask(), run.prefill_ids.shape[1]
         reference = context.reference_ids()
         lengths = [comp_cache.get_seq_length(i) for i in range(len(comp_cache.layers))]
         heads = run.capture.layers[0].keys.shape[1]
-        identity = [torch.arange(length).expand(heads, -1) for length in lengths]
-        comp_rows = retained.rows or identity
-        comp = evidence_mass(
-            replay_weights(model, comp_cache, run.feed, reference, run.start), comp_rows, lengths, evidence
-        )
-        full_rows = [torch.arange(n).expand(heads, -1)] * len(lengths)
-        full_w = replay_weights(model, context.full_cache(), run.feed, reference, n)
-        full = evidence_mass(full_w, full_rows, [n] * len(lengths), evidence)
+        comp_w = replay_weights(model, comp_cache, run.feed, reference, run.start)
+        comp = evidence_mass(comp_w, retained.cache_rows(lengths, heads), lengths, evidence)
+        full_lengths = [n] * len(lengths)
+        full_rows = RetainedMap("measured").cache_rows(full_lengths, heads)
+
+        def full_eam() -> float:
+            full_w = replay_weights(model, context.full_cache(), run.feed, reference, n)
+            return float(evidence_mass(full_w, full_rows, full_lengths, evidence).mean())
+
         share = float(evidence.sum()) / n
-        eam_c, eam_f = float(comp.mean()), float(full.mean())
+        eam_c, eam_f = (
+            float(comp.mean()),
+            context.full_side(f"attention:{evidence_key(evidence)}", reference, full_eam),
+        )
         values = {
             "eam_comp": eam_c,
             "eam_full": eam_f,

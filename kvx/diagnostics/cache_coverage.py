@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvx.diagnostics.alignment import align_evidence
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
 from kvx.diagnostics.context import DiagnosticContext
 from kvx.diagnostics.coverage import slot_coverage
@@ -22,7 +21,7 @@ class Coverage(Diagnostic):
             return DiagnosticResult("not_applicable", reason=retained.reason if retained else "no map")
         if retained.status == "structural":
             return DiagnosticResult("structural", reason=retained.reason)
-        alignment = align_evidence(context.reader.tokenizer, context.prompt, list(context.source.evidence))
+        alignment = context.alignment
         if not alignment.ok:
             return DiagnosticResult("not_applicable", reason=f"evidence alignment: {alignment.reason}")
         values = dict(slot_coverage(retained.mask, alignment.spans, self.tau))

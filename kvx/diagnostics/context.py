@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from kvx.compressors.kvpress_adapter import clear_head_masks
+from kvx.diagnostics.alignment import Alignment, align_evidence
 
 if TYPE_CHECKING:
     from transformers import Cache
@@ -27,6 +31,26 @@ class DiagnosticContext:
     record: dict[str, Any]
     #: values earlier diagnostics computed for this record (e.g. gold ranks for decoding)
     shared: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def alignment(self) -> Alignment:
+        """Evidence token positions, aligned once per record for every diagnostic that needs them."""
+        return align_evidence(self.reader.tokenizer, self.prompt, list(self.source.evidence))
+
+    def evidence_mask(self) -> torch.Tensor:
+        """(prefill positions,) True at aligned evidence tokens; only call when aligned."""
+        mask = torch.zeros(self.run.prefill_ids.shape[1], dtype=torch.bool)
+        mask[sorted(set().union(*self.alignment.spans))] = True
+        return mask
+
+    def full_side(self, name: str, reference: torch.Tensor, compute: Callable[[], Any]) -> Any:
+        """A FullCache-side result of diagnostic ``name`` for this prompt and reference, computed
+        once per source and reused by every cell (the FullCache does not depend on the cell)."""
+        digest = hashlib.sha256(
+            self.run.prefill_ids.cpu().numpy().tobytes() + self.run.feed.cpu().numpy().tobytes()
+        )
+        key = f"{name}:{digest.hexdigest()}:{','.join(map(str, reference[0].tolist()))}"
+        return self.run.engine.full_side_memo(key, compute)
 
     def full_cache(self) -> Cache:
         """The uncompressed cache of the same prefill, from the capture when there is one.

@@ -17,7 +17,6 @@ import torch
 
 from kvx.compressors import attention
 from kvx.compressors.kvpress_adapter import attention_layers
-from kvx.diagnostics.alignment import align_evidence
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
 from kvx.diagnostics.context import DiagnosticContext
 from kvx.generation import greedy_decode
@@ -56,19 +55,17 @@ class Intervention(Diagnostic):
             return DiagnosticResult(
                 "not_applicable", reason="no original-position map of the retained evidence"
             )
-        alignment = align_evidence(context.reader.tokenizer, context.prompt, list(context.source.evidence))
-        if not alignment.ok:
-            return DiagnosticResult("not_applicable", reason=f"evidence alignment: {alignment.reason}")
+        if not context.alignment.ok:
+            return DiagnosticResult(
+                "not_applicable", reason=f"evidence alignment: {context.alignment.reason}"
+            )
         if run.capture is None:
             return DiagnosticResult("not_applicable", reason="no captured prefill to rebuild the cache")
-        n = run.prefill_ids.shape[1]
-        evidence = torch.zeros(n, dtype=torch.bool)
-        evidence[sorted(set().union(*alignment.spans))] = True
-
+        evidence = context.evidence_mask()
         cache = run.fresh_cache()
         heads = run.capture.layers[0].keys.shape[1]
         lengths = [cache.get_seq_length(i) for i in range(len(cache.layers))]
-        rows = retained.rows or [torch.arange(length).expand(heads, -1) for length in lengths]
+        rows = retained.cache_rows(lengths, heads)
         boosted = [evidence[r] for r in rows]  # per layer (kv_heads, cache rows)
         if not any(bool(b.any()) for b in boosted):
             return DiagnosticResult("not_applicable", reason="no evidence position survived compression")

@@ -9,7 +9,6 @@ cell. The context is never prefilled again.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import torch
@@ -19,8 +18,6 @@ from kvx.diagnostics.base import Diagnostic, DiagnosticResult
 from kvx.diagnostics.context import DiagnosticContext
 from kvx.diagnostics.distribution import distribution_metrics
 from kvx.readers.base import attn_implementation
-
-FULL_LOGITS_KEPT = 256  # sources whose FullCache reference logits stay in memory
 
 
 @torch.inference_mode()
@@ -72,21 +69,13 @@ class Likelihood(Diagnostic):
                 return DiagnosticResult(
                     "not_applicable", reason="the compressed cache cannot be restored exactly"
                 )
-        full = self.full_logits(context, reference)
+        full_start = run.prefill_ids.shape[1]
+        full = context.full_side(
+            "likelihood",
+            reference,
+            lambda: question_then_reference(model, context.full_cache(), run.feed, reference, full_start),
+        )
         values = dict(distribution_metrics(full, comp, reference[0], eps=self.epsilon, k=self.top_k))
         values["reference_ids"] = reference[0].tolist()
         context.shared["gold_ranks"] = {k: v for k, v in values.items() if k.startswith("gold_rank")}
         return DiagnosticResult("measured", values)
-
-    def full_logits(self, context: DiagnosticContext, reference: torch.Tensor) -> torch.Tensor:
-        run, store = context.run, context.run.engine.full_logits
-        digest = hashlib.sha256(run.prefill_ids.cpu().numpy().tobytes() + run.feed.cpu().numpy().tobytes())
-        key = digest.hexdigest() + ":" + ",".join(map(str, reference[0].tolist()))
-        if key not in store:
-            start = run.prefill_ids.shape[1]
-            store[key] = question_then_reference(
-                context.reader.model, context.full_cache(), run.feed, reference, start
-            )
-            while len(store) > FULL_LOGITS_KEPT:
-                store.popitem(last=False)
-        return store[key]
