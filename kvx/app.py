@@ -101,14 +101,13 @@ def run(cfg: DictConfig) -> dict[str, float]:
     chash = config_hash(semantic)
     client, exp_id = tracking.ensure_experiment(cfg)
     name = f"{cell.task_name}|{cell.reader_name}|{cell.press_name}@{cell.ratio}|seed={cell.seed}"
-    done = None if cfg.force else tracking.finished_run(client, exp_id, chash)
-    if done is not None and not done.data.metrics.get("n_error"):
+    done = tracking.finished_run(client, exp_id, chash)
+    if done is not None and not cfg.force and not done.data.metrics.get("n_error"):
         log.info("skip %s: finished run %s has config hash %s", name, done.info.run_id, chash)
         return dict(done.data.metrics)
-    if done is not None:  # errors may be transient or fixed since: recompute, replacing the run
-        log.info(
-            "recompute %s: run %s had %d error records", name, done.info.run_id, done.data.metrics["n_error"]
-        )
+    if done is not None:  # forced, or errors that may be transient or fixed since: replace the run
+        why = "force=true" if cfg.force else f"{done.data.metrics['n_error']:.0f} error records"
+        log.info("recompute %s: replacing run %s (%s)", name, done.info.run_id, why)
         client.delete_run(done.info.run_id)
     tracking.delete_unfinished(client, exp_id, tracking.CONFIG_HASH, chash)
     tags = {tracking.ROLE: "cell", tracking.CONFIG_HASH: chash, **tracking.provenance_tags()}

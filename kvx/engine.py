@@ -27,12 +27,12 @@ from kvx.compressors.base import Compressor, RetainedMap, Setting
 from kvx.compressors.kvpress_adapter import clear_head_masks
 from kvx.controls import ControlStore, control_key
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
-from kvx.diagnostics.categories import categorize
+from kvx.diagnostics.categories import categorize, category_row
 from kvx.diagnostics.context import DiagnosticContext
 from kvx.errors import ConfigError
 from kvx.generation import Generation, greedy_decode
 from kvx.readers.base import LoadedReader, Prompt, attn_implementation
-from kvx.records import transition, validate
+from kvx.records import SCHEMA_VERSION, transition, validate
 from kvx.tasks.base import Source, Task
 
 FULL_SIDE_KEPT = 256  # FullCache-side diagnostic results kept (reference logits: T x vocab floats each)
@@ -181,6 +181,8 @@ class Engine:
     ) -> list[dict[str, Any]]:
         split = self.split_key(cell, reader)
         base = {
+            "schema_version": SCHEMA_VERSION,
+            "split": split,
             "task": cell.task_name,
             "reader": reader.name,
             "model_revision": reader.revision,
@@ -331,21 +333,11 @@ def run_diagnostic(diagnostic: Diagnostic, context: DiagnosticContext) -> dict[s
     except Exception as exc:
         result = DiagnosticResult("error", reason=f"{type(exc).__name__}: {exc}")
     result.seconds = time.perf_counter() - started
-    return asdict(result)
-
-
-def category_row(diagnostics: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The stored values Table 4's rules read; absent diagnostics leave their fields None."""
-    cov = diagnostics.get("coverage", {})
-    lik = diagnostics.get("likelihood", {}).get("values", {})
-    att = diagnostics.get("attention", {}).get("values", {})
-    return {
-        "coverage_status": cov.get("status"),
-        "ecov": cov.get("values", {}).get("ecov"),
-        "delta_nll": lik.get("delta_nll"),
-        "top50": lik.get("top50"),
-        "ear": att.get("ear"),
-    }
+    out = asdict(result)
+    risk = getattr(diagnostic, "risk", None)
+    if risk:  # self-describing records: the aggregate needs no plugin to read them
+        out["risk"] = dict(risk)
+    return out
 
 
 def setting_dict(setting: Setting) -> dict[str, Any]:

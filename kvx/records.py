@@ -14,6 +14,8 @@ from typing import Any
 
 import jsonschema
 
+SCHEMA_VERSION = "1"
+
 
 @lru_cache(maxsize=1)
 def schema() -> dict[str, Any]:

@@ -22,6 +22,7 @@ from omegaconf import DictConfig
 CONFIG_HASH = "kvx.config_hash"
 ROLE = "kvx.role"
 CONTROL_KEY = "kvx.control_key"
+PLANNED_JOBS = "kvx.planned_jobs"
 PARENT_FILE = "kvx_parent_run_id"
 MLFLOW_PARENT = "mlflow.parentRunId"
 

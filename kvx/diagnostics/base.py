@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 Status = Literal["measured", "projected", "structural", "not_applicable", "error"]
 STATUSES: tuple[str, ...] = ("measured", "projected", "structural", "not_applicable", "error")
@@ -38,7 +38,13 @@ class Diagnostic(ABC):
 
     ``measure`` receives the run context the engine already built (reader, prompt, caches,
     record) so a diagnostic never repeats the prefill.
+
+    ``risk`` declares, per value name, which side means more failure risk ("higher" or
+    "lower"); the aggregate tests exactly these values for C→W vs C→C separation (AUROC) and
+    reports their means over failure sets.
     """
+
+    risk: ClassVar[dict[str, str]] = {}
 
     @abstractmethod
     def measure(self, context: Any) -> DiagnosticResult:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
 from kvx.diagnostics.context import DiagnosticContext
@@ -12,6 +13,8 @@ from kvx.diagnostics.coverage import slot_coverage
 @dataclass
 class Coverage(Diagnostic):
     """Measured for direct maps, projected for chunk maps, structural for ThinK/HQQ, else N/A."""
+
+    risk: ClassVar[dict[str, str]] = {"err": "lower", "ecov": "lower"}
 
     tau: float = 0.5
 

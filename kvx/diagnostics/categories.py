@@ -92,3 +92,17 @@ def categorize(row: Mapping[str, Any]) -> CategoryResult:
     else:
         category = "ambiguous"
     return CategoryResult(category=category, matched=matched)
+
+
+def category_row(diagnostics: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The stored values Table 4's rules read; absent diagnostics leave their fields None."""
+    cov = diagnostics.get("coverage", {})
+    lik = diagnostics.get("likelihood", {}).get("values", {})
+    att = diagnostics.get("attention", {}).get("values", {})
+    return {
+        "coverage_status": cov.get("status"),
+        "ecov": cov.get("values", {}).get("ecov"),
+        "delta_nll": lik.get("delta_nll"),
+        "top50": lik.get("top50"),
+        "ear": att.get("ear"),
+    }

@@ -10,6 +10,7 @@ cell. The context is never prefilled again.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from transformers import Cache, PreTrainedModel
@@ -48,6 +49,15 @@ def question_then_reference(
 @dataclass
 class Likelihood(Diagnostic):
     """NLL^F, NLL^C, delta NLL, GPR, full->compressed KL, Top-k overlap, gold ranks (section 4)."""
+
+    risk: ClassVar[dict[str, str]] = {
+        "delta_nll": "higher",
+        "gpr": "lower",
+        "kl": "higher",
+        "top50": "lower",
+        "rank_shift_first": "higher",
+        "rank_shift_mean": "higher",
+    }
 
     epsilon: float = 1e-6
     top_k: int = 50

@@ -7,11 +7,13 @@ weights never enter the repository.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,11 +52,33 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def convert_once(folder: Path, stamp: str, write: Callable[[Path], None]) -> Path:
+    """``folder``, filled by ``write`` on first use only.
+
+    ``write`` fills a temporary sibling that is renamed into place with a ``kvx-converted`` marker, so
+    neither a crash nor a concurrent conversion leaves a half-written folder where a finished one is read.
+    """
+    if (folder / "kvx-converted").exists():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".convert-"))
+    try:
+        write(tmp)
+        (tmp / "kvx-converted").write_text(stamp + "\n")
+        with contextlib.suppress(OSError):  # another process converted it first
+            tmp.rename(folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
 def converted_folder() -> Path:
     """The converted model folder, converting (and checking the GGUF's hash) on first use."""
     folder = cache_dir() / "models" / f"smollm2-135m-instruct-{GGUF_SHA256[:12]}"
-    if (folder / "kvx-converted").exists():
-        return folder
+    return convert_once(folder, GGUF_SHA256, _convert)
+
+
+def _convert(out: Path) -> None:
     gguf = gguf_path()
     actual = sha256(gguf)
     if actual != GGUF_SHA256:
@@ -68,16 +92,8 @@ def converted_folder() -> Path:
     tok.pad_token = "<|endoftext|>"
     model.generation_config.eos_token_id = tok.convert_tokens_to_ids(EOS)
     model.generation_config.pad_token_id = tok.pad_token_id
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".convert-"))
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    (tmp / "kvx-converted").write_text(GGUF_SHA256 + "\n")
-    try:
-        tmp.rename(folder)
-    except OSError:  # another process converted it first
-        shutil.rmtree(tmp, ignore_errors=True)
-    return folder
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
 
 
 @dataclass

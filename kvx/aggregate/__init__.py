@@ -1,0 +1,1 @@
+"""Aggregation statistics over stored records (ragscale and KVDiagnosis summaries)."""

@@ -1,0 +1,113 @@
+"""``python -m kvx.aggregate``: tables, plots and a report from an MLflow store or a record directory.
+
+python -m kvx.aggregate                          # every finished cell in outputs/mlflow.db
+python -m kvx.aggregate --sweep latest           # only the most recent sweep
+python -m kvx.aggregate --records DIR            # record files produced anywhere
+python -m kvx.aggregate --strict                 # exit 1 on any validation problem
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from kvx.aggregate.pipeline import Options, Result, analyse
+from kvx.aggregate.sources import DirectorySource, MlflowSource, Source
+
+DEFAULT_URI = "sqlite:///outputs/mlflow.db"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m kvx.aggregate", description=__doc__.split("\n")[0])
+    src = p.add_argument_group("input (an MLflow store by default)")
+    src.add_argument("--tracking-uri", help=f"MLflow store (default: $MLFLOW_TRACKING_URI or {DEFAULT_URI})")
+    src.add_argument("--experiment", action="append", help="experiment name (repeatable; default: kvx)")
+    src.add_argument("--sweep", action="append", help="sweep (parent) run id, or 'latest' (repeatable)")
+    src.add_argument(
+        "--records", action="append", type=Path, help="directory of record files instead of a store"
+    )
+    p.add_argument("--out", type=Path, help="output directory (default: outputs/aggregate/<time>)")
+    p.add_argument("--pair", action="append", default=[], help="declared reader upgrade A:B for the audit")
+    p.add_argument("--splits", type=int, default=5000, help="row splits for excess flips (default 5000)")
+    p.add_argument("--boot", type=int, default=2000, help="bootstrap draws per interval (default 2000)")
+    p.add_argument("--seed", type=int, default=20260821, help="seed of every resampling (default 20260821)")
+    p.add_argument("--strict", action="store_true", help="exit 1 when validation finds any problem")
+    p.add_argument("--close-stale", action="store_true", help="mark sweep runs left RUNNING as KILLED")
+    p.add_argument("--export-records", type=Path, help="also write the records read as a record directory")
+    p.add_argument(
+        "--no-log", action="store_true", help="do not log the report to MLflow as an aggregate run"
+    )
+    p.add_argument("--no-plots", action="store_true", help="tables and report only")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    args = p.parse_args(argv)
+    for name in ("splits", "boot"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name}={getattr(args, name)} must be a positive integer")
+    for pair in args.pair:
+        if pair.count(":") != 1 or "" in pair.split(":"):
+            p.error(f"--pair {pair!r} must be READER_A:READER_B")
+    if args.records and (args.sweep or args.experiment):
+        p.error("--records reads files; --sweep/--experiment select runs of an MLflow store")
+    return args
+
+
+def build_source(args: argparse.Namespace) -> tuple[Source, str | None]:
+    """The source and the tracking URI the report is logged to (None: do not log)."""
+    if args.records:
+        return DirectorySource(args.records), args.tracking_uri
+    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
+    return MlflowSource(uri, args.experiment or ["kvx"], args.sweep, args.close_stale), uri
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    try:
+        source, log_uri = build_source(args)
+    except (FileNotFoundError, LookupError) as exc:
+        print(f"kvx.aggregate: {exc}", file=sys.stderr)
+        return 2
+    options = Options(
+        n_splits=args.splits,
+        n_boot=args.boot,
+        seed=args.seed,
+        pairs=[tuple(p.split(":")) for p in args.pair],  # type: ignore[misc]
+        export=args.export_records,
+        progress=not args.quiet,
+    )
+    result = analyse(source, options)
+    out = args.out or Path("outputs") / "aggregate" / time.strftime("%Y%m%d-%H%M%S")
+    from kvx.aggregate.publish import publish
+
+    report = publish(
+        result,
+        source,
+        out,
+        plots=not args.no_plots,
+        log_uri=None if args.no_log else log_uri,
+        options=options,
+    )
+    _summary(result, report, time.perf_counter() - started)
+    errors = sum(p.severity == "error" for p in result.problems)
+    return 1 if args.strict and result.problems else (2 if result.n_rows == 0 and errors else 0)
+
+
+def _summary(result: Result, report: Path, seconds: float) -> None:
+    errors = sum(p.severity == "error" for p in result.problems)
+    warnings = len(result.problems) - errors
+    print(
+        f"kvx.aggregate: {result.n_records} records read, {result.n_rows} analysed, "
+        f"{errors} errors and {warnings} warnings in validation, {seconds:.1f} s"
+    )
+    for p in result.problems[:10]:
+        print(f"  [{p.severity}] {p.check}: {p.run} {p.key} {p.message}".rstrip())
+    if len(result.problems) > 10:
+        print(f"  ... {len(result.problems) - 10} more in problems.csv")
+    print(f"report: {report}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""Reader-upgrade audit (ragscale sections 3, 6, 7 and Appendix A.4-A.6).
+
+For a task x compressor x setting with at least two readers, "raw" is each reader's FullCache
+answer and "compressed" its answer under the compressor, on the rows every reader answered
+(intersected, never imputed). It reports each reader's gain, the raw and compressed upgrade of
+the raw endpoint pair and of declared pairs, retention, excess flips over seeded row splits,
+rescue and damage, exact McNemar on pairs and the paired errors-in-variables correlation
+between raw score and gain. A text compressor must have handed every reader byte-identical
+evidence on every row (content hashes), or the audit of that panel is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from kvx.aggregate.problems import Problem
+from kvx.aggregate.stats import (
+    eiv_bootstrap,
+    eiv_correlation,
+    endpoints,
+    excess_flips,
+    pair_mcnemar,
+    rescue_damage,
+    retention,
+)
+
+PANEL = ["task", "compressor", "setting"]
+METRICS = {"correct": ("full_correct", "comp_correct"), "score": ("full_score", "comp_score")}
+READER_COLUMNS = [*PANEL, "metric", "reader", "n_rows", "raw_mean", "comp_mean", "gain", "rescue", "damage"]
+PAIR_COLUMNS = [
+    *PANEL,
+    "metric",
+    "kind",
+    "reader_a",
+    "reader_b",
+    "raw_upgrade",
+    "comp_upgrade",
+    "retention",
+    "mcnemar_raw_p",
+    "mcnemar_comp_p",
+]
+PANEL_COLUMNS = [
+    *PANEL,
+    "metric",
+    "n_readers",
+    "n_rows",
+    "excess_flips",
+    "excess_low",
+    "excess_high",
+    "raw_reversal",
+    "comp_reversal",
+    "eligible_pairs",
+    "rescue",
+    "damage",
+    "eiv_r",
+    "eiv_r_unbounded",
+    "eiv_r_psd",
+    "eiv_low",
+    "eiv_high",
+    "eiv_min_eig",
+    "eiv_nonpositive_draws",
+    "eiv_non_psd_draws",
+    "eiv_nonfinite_draws",
+    "eiv_outside_unit_draws",
+    "artifact_check",
+]
+
+
+@dataclass
+class AuditTables:
+    readers: pd.DataFrame
+    pairs: pd.DataFrame
+    panel: pd.DataFrame
+    problems: list[Problem]
+
+
+def _nan(value: float | None) -> float:
+    return np.nan if value is None else float(value)
+
+
+def _artifact_check(group: pd.DataFrame, label: str, problems: list[Problem]) -> str | None:
+    """None when the panel may be audited, else the refusal reason (also recorded as a problem)."""
+    hashes = group.pivot(index="row_id", columns="reader", values="text_hash")
+    if hashes.isna().all().all():
+        return None
+    for row_id, h in hashes.iterrows():
+        if h.isna().any() or h.nunique() > 1:
+            shown = ", ".join(f"{r}={'missing' if pd.isna(v) else v[:12]}" for r, v in h.items())
+            reason = (
+                f"refused: row {row_id} has different compressed-evidence hashes across readers ({shown})"
+            )
+            problems.append(Problem("artifact_hash", "error", "", label, reason))
+            return reason
+    return None
+
+
+def audit(
+    rows: pd.DataFrame, declared: list[tuple[str, str]], n_splits: int, n_boot: int, seed: int
+) -> AuditTables:
+    supported = rows[rows["status"] == "supported"]
+    readers_out, pairs_out, panel_out, problems = [], [], [], []
+    for keys, group in supported.groupby(PANEL, sort=True):
+        names = sorted(group["reader"].unique())
+        if len(names) < 2:
+            continue
+        label = f"{keys[0]} x {keys[1]}@{keys[2]}"
+        base = dict(zip(PANEL, keys, strict=True))
+        counts = group.groupby("row_id")["reader"].nunique()
+        shared = counts[counts == len(names)].index
+        if len(shared) < len(counts):
+            problems.append(
+                Problem(
+                    "audit_rows",
+                    "warning",
+                    "",
+                    label,
+                    f"{len(counts) - len(shared)} of {len(counts)} rows lack "
+                    "a supported result for some reader; the audit uses the rows all readers answered",
+                )
+            )
+        group = group[group["row_id"].isin(shared)]
+        refused = _artifact_check(group, label, problems)
+        check = refused or (
+            "identical text artifact" if group["text_hash"].notna().any() else "KV cache: no text artifact"
+        )
+        for metric, (raw_col, comp_col) in METRICS.items():
+            head = base | {"metric": metric}
+            if refused or group.empty:
+                panel_out.append(
+                    head | {"n_readers": len(names), "n_rows": len(shared), "artifact_check": check}
+                )
+                continue
+            raw = group.pivot(index="reader", columns="row_id", values=raw_col).loc[names].to_numpy(float)
+            comp = group.pivot(index="reader", columns="row_id", values=comp_col).loc[names].to_numpy(float)
+            readers_out += _readers(head, names, raw, comp, binary=metric == "correct")
+            pairs_out += _pairs(head, names, raw, comp, declared, binary=metric == "correct")
+            panel_out.append(
+                head
+                | _panel(raw, comp, metric == "correct", n_splits, n_boot, seed)
+                | {"n_readers": len(names), "n_rows": raw.shape[1], "artifact_check": check}
+            )
+    return AuditTables(
+        pd.DataFrame(readers_out, columns=READER_COLUMNS),
+        pd.DataFrame(pairs_out, columns=PAIR_COLUMNS),
+        pd.DataFrame(panel_out, columns=PANEL_COLUMNS),
+        problems,
+    )
+
+
+def _readers(head: dict, names: list[str], raw: np.ndarray, comp: np.ndarray, binary: bool) -> list[dict]:
+    out = []
+    for i, name in enumerate(names):
+        row = head | {
+            "reader": name,
+            "n_rows": raw.shape[1],
+            "raw_mean": raw[i].mean(),
+            "comp_mean": comp[i].mean(),
+        }
+        row["gain"] = row["comp_mean"] - row["raw_mean"]
+        if binary:
+            rd = rescue_damage(raw[i : i + 1] == 1.0, comp[i : i + 1] == 1.0)
+            row["rescue"], row["damage"] = _nan(rd.rescue), _nan(rd.damage)
+        out.append(row)
+    return out
+
+
+def _pairs(
+    head: dict,
+    names: list[str],
+    raw: np.ndarray,
+    comp: np.ndarray,
+    declared: list[tuple[str, str]],
+    binary: bool,
+) -> list[dict]:
+    means = raw.mean(axis=1)
+    low, high = endpoints(means)
+    wanted = [("endpoints", low, high)]
+    wanted += [("declared", names.index(a), names.index(b)) for a, b in declared if a in names and b in names]
+    out = []
+    for kind, a, b in wanted:
+        up_raw = float(means[b] - means[a])
+        up_comp = float(comp[b].mean() - comp[a].mean())
+        row = head | {
+            "kind": kind,
+            "reader_a": names[a],
+            "reader_b": names[b],
+            "raw_upgrade": up_raw,
+            "comp_upgrade": up_comp,
+            "retention": _nan(retention(up_raw, up_comp)),
+        }
+        if binary:
+            row["mcnemar_raw_p"] = pair_mcnemar(raw[b] == 1.0, raw[a] == 1.0)[2]
+            row["mcnemar_comp_p"] = pair_mcnemar(comp[b] == 1.0, comp[a] == 1.0)[2]
+        out.append(row)
+    return out
+
+
+def _panel(raw: np.ndarray, comp: np.ndarray, binary: bool, n_splits: int, n_boot: int, seed: int) -> dict:
+    flips = excess_flips(raw, comp, n_splits=n_splits, seed=seed)
+    out = {
+        "excess_flips": _nan(flips.median),
+        "excess_low": _nan(flips.low),
+        "excess_high": _nan(flips.high),
+        "raw_reversal": _nan(flips.raw_rate),
+        "comp_reversal": _nan(flips.comp_rate),
+        "eligible_pairs": _nan(flips.median_eligible_pairs),
+    }
+    if binary:
+        rd = rescue_damage(raw == 1.0, comp == 1.0)
+        out["rescue"], out["damage"] = _nan(rd.rescue), _nan(rd.damage)
+    if raw.shape[0] >= 3 and raw.shape[1] >= 2:  # a cross-reader covariance needs >= 3 readers
+        gain = comp - raw
+        eiv = eiv_correlation(raw, gain)
+        boot = eiv_bootstrap(raw, gain, n_boot=n_boot, seed=seed)
+        out |= {
+            "eiv_r": _nan(eiv.r_clipped),
+            "eiv_r_unbounded": _nan(eiv.r_unbounded),
+            "eiv_r_psd": _nan(eiv.r_psd),
+            "eiv_low": _nan(boot.low),
+            "eiv_high": _nan(boot.high),
+            "eiv_min_eig": eiv.min_eigenvalue,
+            "eiv_nonpositive_draws": boot.n_nonpositive_variance,
+            "eiv_non_psd_draws": boot.n_non_psd,
+            "eiv_nonfinite_draws": boot.n_nonfinite,
+            "eiv_outside_unit_draws": boot.n_outside_unit,
+        }
+    return out

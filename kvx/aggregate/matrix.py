@@ -1,0 +1,152 @@
+"""The result matrix, failure sets and category counts (KVDiagnosis section 3.3, Tables 4 and 11).
+
+Quality and the C→W rate come first, over every supported source of a cell; failure sets
+F = {FullCache-correct and compressed-wrong} are extracted only from the complete matrix, and
+diagnostic means are taken over F ∩ A (rows where that diagnostic is valid), with the count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from kvx.aggregate.rows import Metric
+
+CELL = ["task", "reader", "compressor", "setting"]
+TRANSITIONS = {"n_cc": "C→C", "n_cw": "C→W", "n_wc": "W→C", "n_ww": "W→W"}
+CATEGORIES = (
+    "low_mapped_coverage",
+    "partial_mapped_coverage",
+    "high_mapped_coverage_drift",
+    "structural_position_drift",
+    "low_ear_candidate",
+    "decoding_scoring_candidate",
+    "conflicting",
+    "ambiguous",
+)
+UNCATEGORIZED = "not_categorized"  # C→W rows whose run had no diagnostics: counted, never guessed
+POOLED = "pooled"
+
+
+def _ratio(num: pd.Series | float, den: pd.Series | float) -> pd.Series | float:
+    """num / den, NaN where the denominator is 0 (an empty denominator is N/A, not 0%)."""
+    if isinstance(den, pd.Series):
+        return num / den.where(den > 0)
+    return num / den if den else np.nan
+
+
+def _cell_counts(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    sup = rows["status"] == "supported"
+    frame = pd.DataFrame(
+        {
+            **{k: rows[k] for k in keys},
+            "n_sources": 1,
+            "n_supported": sup.astype(int),
+            "n_unsupported": (rows["status"] == "unsupported").astype(int),
+            "n_error": (rows["status"] == "error").astype(int),
+            "score_sum": rows["comp_score"].where(sup, 0.0),
+            "correct_sum": rows["comp_correct"].where(sup, 0.0),
+            **{name: (rows["transition"] == t).astype(int) for name, t in TRANSITIONS.items()},
+        }
+    )
+    out = frame.groupby(keys, sort=True).sum().reset_index()
+    out["quality"] = _ratio(out.pop("score_sum"), out["n_supported"])
+    out["accuracy"] = _ratio(out.pop("correct_sum"), out["n_supported"])
+    out["n_fc"] = out["n_cc"] + out["n_cw"]
+    out["cw_rate"] = _ratio(out["n_cw"], out["n_fc"])
+    return out
+
+
+def _fullcache(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """One control per source (the same answer in every cell), so sources are de-duplicated."""
+    controls = rows.dropna(subset=["full_correct"]).drop_duplicates("unit")
+    out = controls.groupby(keys, sort=True).agg(
+        n_sources=("unit", "size"),
+        quality=("full_score", "mean"),
+        accuracy=("full_correct", "mean"),
+        n_fc=("full_correct", "sum"),
+    )
+    out = out.reset_index()
+    out["compressor"], out["setting"] = "FullCache", ""
+    out["n_fc"] = out["n_fc"].astype(int)
+    return out
+
+
+def matrix(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per task x reader x compressor x setting, plus FullCache rows and source-weighted pools."""
+    cells = _cell_counts(rows, CELL)
+    full = _fullcache(rows, ["task", "reader"])
+    parts = [full, cells]
+    if rows["task"].nunique() > 1:
+        pooled = _cell_counts(rows.assign(task=POOLED), CELL)
+        pooled_full = _fullcache(rows.assign(task=POOLED), ["task", "reader"])
+        parts += [pooled_full, pooled]
+    out = pd.concat(parts, ignore_index=True)
+    ratio = rows.drop_duplicates(["compressor", "setting"]).set_index(["compressor", "setting"])["ratio"]
+    out["ratio"] = [ratio.get((c, s), np.nan) for c, s in zip(out["compressor"], out["setting"], strict=True)]
+    columns = [
+        "task",
+        "reader",
+        "compressor",
+        "setting",
+        "ratio",
+        "n_sources",
+        "n_supported",
+        "n_unsupported",
+        "n_error",
+        "quality",
+        "accuracy",
+        "n_fc",
+        "n_cc",
+        "n_cw",
+        "n_wc",
+        "n_ww",
+        "cw_rate",
+    ]
+    out = out.reindex(columns=columns)
+    order = {"FullCache": 0}
+    out["_full"] = out["compressor"].map(order).fillna(1)
+    out["_pool"] = out["task"] == POOLED
+    out = out.sort_values(["_pool", "task", "reader", "_full", "compressor", "ratio"], kind="stable")
+    return out.drop(columns=["_full", "_pool"]).reset_index(drop=True)
+
+
+def failure_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """F for every cell: supported, FullCache-correct, compressed-wrong (only from the full matrix)."""
+    return rows[(rows["status"] == "supported") & (rows["transition"] == "C→W")]
+
+
+def failures(rows: pd.DataFrame, metrics: list[Metric]) -> pd.DataFrame:
+    """Diagnostic means over F ∩ A per cell, each with its valid count; empty intersection -> NaN."""
+    cells = rows[rows["status"] == "supported"][CELL].drop_duplicates()
+    fails = failure_rows(rows)
+    grouped = fails.groupby(CELL, sort=True)
+    out = cells.merge(grouped.size().rename("n_failures").reset_index(), on=CELL, how="left")
+    out["n_failures"] = out["n_failures"].fillna(0).astype(int)
+    for m in metrics:
+        stats = (
+            grouped[m.name]
+            .agg(["mean", "count"])
+            .rename(columns={"mean": f"{m.name}_mean", "count": f"{m.name}_n"})
+        )
+        out = out.merge(stats.reset_index(), on=CELL, how="left")
+        out[f"{m.name}_n"] = out[f"{m.name}_n"].fillna(0).astype(int)
+    return out.sort_values(CELL).reset_index(drop=True)
+
+
+def categories(rows: pd.DataFrame) -> pd.DataFrame:
+    """Table 4: rows and shares of each category among a cell's C→W rows, and over all cells."""
+    fails = failure_rows(rows).assign(category=lambda f: f["category"].fillna(UNCATEGORIZED))
+    if fails.empty:
+        return pd.DataFrame(columns=[*CELL, "category", "rows", "share"])
+    names = [*CATEGORIES, UNCATEGORIZED] if (fails["category"] == UNCATEGORIZED).any() else list(CATEGORIES)
+    parts = []
+    for keys, group in [*fails.groupby(CELL, sort=True), (("all",) * 4, fails)]:
+        counts = group["category"].value_counts().reindex(names, fill_value=0)
+        part = pd.DataFrame(
+            {"category": names, "rows": counts.to_numpy(), "share": counts.to_numpy() / len(group)}
+        )
+        for col, value in zip(CELL, keys, strict=True):
+            part[col] = value
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True)[[*CELL, "category", "rows", "share"]]

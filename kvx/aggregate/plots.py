@@ -1,0 +1,447 @@
+"""Figures of the aggregate report: KVDiagnosis Figures 3, 4B, 6 and Table 4; ragscale Figure 2.
+
+Each function takes one analysis frame and an output directory, writes one PNG per panel group and
+returns the written paths; an empty frame writes nothing. Undefined cells (NaN, unsupported) are
+drawn gray and hatched with the text "N/A" so they can never be read as a measured 0.
+Figures are built on the Agg canvas directly (no pyplot state, no display needed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import Normalize
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from kvx.diagnostics.categories import CATEGORIES
+
+__all__ = [
+    "category_bars",
+    "forest_plot",
+    "heatmaps",
+    "jaccard_heatmap",
+    "order_settings",
+    "plot_all",
+    "reader_scaling",
+]
+
+DPI = 150
+NA_COLOR = "#d0d0d0"
+NA_HATCH_COLOR = "#8c8c8c"
+# Okabe-Ito (colorblind-safe) for the six Table-4 rules; conflicting/ambiguous get purple/gray.
+CATEGORY_COLORS: dict[str, str] = dict(
+    zip(
+        CATEGORIES,
+        ("#0072B2", "#56B4E9", "#D55E00", "#E69F00", "#009E73", "#F0E442", "#CC79A7", "#999999"),
+        strict=True,
+    )
+)
+_EXTRA_COLORS = ("#000000", "#661100", "#332288", "#117733")
+_POOLED = "all"
+
+
+def order_settings(labels: Iterable[object]) -> list[str]:
+    """Distinct setting labels: numeric ones ascending, then the others in first-seen order.
+
+    Mixed sweeps (retention ratios next to "4b"-style bit widths) keep every label visible.
+    """
+    seen = list(dict.fromkeys(str(label) for label in labels))
+    numeric = [s for s in seen if _as_float(s) is not None]
+    other = [s for s in seen if _as_float(s) is None]
+    return sorted(numeric, key=lambda s: _as_float(s) or 0.0) + other
+
+
+def heatmaps(matrix: pd.DataFrame, out: Path) -> list[Path]:
+    """Figure 3 per task (pooled included) x reader: (A) mean task score, (B) C→W rate.
+
+    Rows are compressors, columns settings. The FullCache control is not a cell; its score,
+    accuracy and n_FC go into the title because every C→W rate is relative to it.
+    """
+    if matrix.empty:
+        return []
+    paths = []
+    for (task, reader), group in _groups(_tasks_pooled_last(matrix), ["task", "reader"]):
+        compressed = group[group["compressor"] != "FullCache"]
+        if compressed.empty:
+            continue
+        rows = _first_seen(compressed["compressor"])
+        cols = order_settings(compressed["setting"])
+        cells = _cells(compressed, "compressor", "setting")
+        fig, (ax_a, ax_b) = _figure(2 * (1.1 * len(cols) + 2.2), 0.55 * len(rows) + 1.8, ncols=2)
+        _heat(ax_a, cells, rows, cols, _score_cell, "viridis", (0.0, 100.0), "mean task score (%)")
+        _heat(ax_b, cells, rows, cols, _rate_cell, "magma_r", (0.0, _rate_vmax(compressed)), "C→W rate (%)")
+        ax_a.set_title("(A) mean task score (%)")
+        ax_b.set_title("(B) C→W rate (%), C→W / n_FC")
+        fig.suptitle(f"{task} · {reader}\n{_fullcache_line(group)}", fontsize=10)
+        paths.append(_save(fig, out / f"{_slug('heatmap', task, reader)}.png"))
+    return paths
+
+
+def jaccard_heatmap(matched: pd.DataFrame, out: Path) -> list[Path]:
+    """Figure 4B per reader x compressor pair: failure-set Jaccard, rows task, columns setting.
+
+    Counts are annotated because a low Jaccard only means "different failures" next to its union.
+    """
+    if matched.empty:
+        return []
+    paths = []
+    keys = ["reader", "compressor_a", "compressor_b"]
+    for (reader, comp_a, comp_b), group in _groups(_tasks_pooled_last(matched), keys):
+        rows = _first_seen(group["task"])
+        cols = order_settings(group["setting"])
+        cells = _cells(group, "task", "setting")
+        fig, (ax,) = _figure(1.1 * len(cols) + 2.6, 0.6 * len(rows) + 1.6)
+        _heat(ax, cells, rows, cols, _jaccard_cell, "viridis", (0.0, 1.0), "Jaccard")
+        ax.set_title(f"Failure-set Jaccard: {comp_a} vs {comp_b}\nreader {reader}", fontsize=10)
+        paths.append(_save(fig, out / f"{_slug('jaccard', reader, comp_a, 'vs', comp_b)}.png"))
+    return paths
+
+
+def category_bars(categories: pd.DataFrame, out: Path) -> list[Path]:
+    """Table 4 as stacked shares per compressor@setting, one figure per task x reader.
+
+    Each figure ends with the pooled ("all") bar so a cell can be read against the whole ledger.
+    """
+    if categories.empty:
+        return []
+    pooled = categories[categories["task"] == _POOLED]
+    per_cell = categories[categories["task"] != _POOLED]
+    order = _category_order(categories["category"])
+    groups = list(_groups(per_cell, ["task", "reader"])) or [((_POOLED, _POOLED), per_cell)]
+    paths = []
+    for (task, reader), group in groups:
+        bars = _bars(group, "") + _bars(pooled, "all tasks (pooled)")
+        if not bars:
+            continue
+        fig, (ax,) = _figure(9.0, 0.45 * len(bars) + 1.8)
+        _stacked(ax, bars, order)
+        title = "all tasks (pooled)" if task == _POOLED else f"{task} · {reader}"
+        ax.set_title(f"C→W diagnostic categories: {title}", fontsize=10)
+        paths.append(_save(fig, out / f"{_slug('categories', task, reader)}.png"))
+    return paths
+
+
+def forest_plot(separation: pd.DataFrame, out: Path) -> list[Path]:
+    """Figure 6: stratified AUROC per diagnostic with its 95% interval against the 0.5 baseline."""
+    if separation.empty:
+        return []
+    n = len(separation)
+    fig, (ax,) = _figure(7.5, 0.5 * n + 1.4)
+    ys = np.arange(n)
+    for y, row in zip(ys, separation.itertuples(index=False), strict=True):
+        _forest_row(ax, float(y), row)
+    ax.axvline(0.5, color="black", linestyle="--", linewidth=1)
+    ax.set_yticks(ys, labels=[_forest_label(row) for row in separation.itertuples(index=False)])
+    ax.set_ylim(n - 0.5, -0.5)
+    ax.set_xlim(0.0, 1.0)
+    ax.set_xlabel("stratified AUROC, C→W vs C→C (95% interval, descriptive)")
+    ax.set_title("Diagnostic separation of failed from successful compression", fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    return [_save(fig, out / "forest_separation.png")]
+
+
+def reader_scaling(audit_readers: pd.DataFrame, out: Path) -> list[Path]:
+    """ragscale Figure 2 per task x compressor x setting x metric: raw vs compressed reader score.
+
+    Points above the diagonal gain under compression; a least-squares slope below 1 means the
+    raw reader upgrade is attenuated. Groups with fewer than two valid readers are skipped.
+    """
+    if audit_readers.empty:
+        return []
+    paths = []
+    for key, group in _groups(audit_readers, ["task", "compressor", "setting", "metric"]):
+        valid = group[np.isfinite(group["raw_mean"]) & np.isfinite(group["comp_mean"])]
+        if len(valid) < 2:
+            continue
+        task, compressor, setting, metric = key
+        fig, (ax,) = _figure(6.0, 6.0)
+        _scaling(ax, valid)
+        ax.set_title(f"{task} · {compressor}@{setting} · {metric}", fontsize=10)
+        paths.append(_save(fig, out / f"{_slug('scaling', *key)}.png"))
+    return paths
+
+
+PLOTS: dict[str, tuple[str, Callable[[pd.DataFrame, Path], list[Path]]]] = {
+    "heatmaps": ("matrix", heatmaps),
+    "jaccard_heatmap": ("matched", jaccard_heatmap),
+    "category_bars": ("categories", category_bars),
+    "forest_plot": ("separation", forest_plot),
+    "reader_scaling": ("audit_readers", reader_scaling),
+}
+
+
+def plot_all(tables: Mapping[str, pd.DataFrame], out: Path) -> dict[str, list[Path]]:
+    """Every figure the report embeds, keyed as ``report.write_html`` expects; absent frames plot nothing."""
+    return {key: plot(tables.get(frame, pd.DataFrame()), out) for key, (frame, plot) in PLOTS.items()}
+
+
+# --- grouping and labels -------------------------------------------------------------------------
+
+
+def _as_float(label: str) -> float | None:
+    try:
+        value = float(label)
+    except ValueError:
+        return None
+    return value if np.isfinite(value) else None
+
+
+def _first_seen(values: pd.Series) -> list[str]:
+    return list(dict.fromkeys(str(v) for v in values))
+
+
+def _groups(frame: pd.DataFrame, keys: list[str]) -> Iterable[tuple[tuple[str, ...], pd.DataFrame]]:
+    """Groups in first-seen order; keys as strings so labels and file names agree."""
+    for key, group in frame.groupby(keys, sort=False, dropna=False):
+        yield tuple(str(k) for k in key), group
+
+
+def _tasks_pooled_last(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.sort_values("task", key=lambda s: s == "pooled", kind="stable")
+
+
+def _cells(frame: pd.DataFrame, row_key: str, col_key: str) -> dict[tuple[str, str], pd.Series]:
+    return {(str(r[row_key]), str(r[col_key])): r for _, r in frame.iterrows()}
+
+
+def _slug(*parts: Hashable) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", "_".join(str(p) for p in parts)).strip("-")
+
+
+def _pct(value: object) -> str:
+    return "N/A" if _missing(value) else f"{100 * float(value):.1f}%"
+
+
+def _count(value: object) -> str:
+    return "N/A" if _missing(value) else str(int(float(value)))
+
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float | np.floating) and not np.isfinite(value))
+
+
+# --- heatmap cells -------------------------------------------------------------------------------
+
+CellValue = tuple[float, str]
+
+
+def _na_text(row: pd.Series) -> str:
+    unsupported = row["n_supported"] == 0 and row["n_unsupported"] > 0
+    return "N/A\n(unsupported)" if unsupported else "N/A"
+
+
+def _score_cell(row: pd.Series) -> CellValue:
+    value = row["quality"]
+    return (np.nan, _na_text(row)) if _missing(value) else (100 * value, f"{100 * value:.1f}")
+
+
+def _rate_cell(row: pd.Series) -> CellValue:
+    value = row["cw_rate"]
+    if _missing(value):
+        return np.nan, _na_text(row)
+    return 100 * value, f"{100 * value:.1f}\n{_count(row['n_cw'])}/{_count(row['n_fc'])}"
+
+
+def _jaccard_cell(row: pd.Series) -> CellValue:
+    counts = f"({_count(row['intersection'])}/{_count(row['union'])})"
+    value = row["jaccard"]
+    return (np.nan, f"N/A\n{counts}") if _missing(value) else (value, f"{value:.2f}\n{counts}")
+
+
+def _rate_vmax(compressed: pd.DataFrame) -> float:
+    """Color scale for C→W rates: the next 10% step above the largest rate (at least 10%)."""
+    top = compressed["cw_rate"].max(skipna=True)
+    return 10.0 if _missing(top) else float(max(10.0, 10 * np.ceil(10 * top)))
+
+
+def _fullcache_line(group: pd.DataFrame) -> str:
+    control = group[group["compressor"] == "FullCache"]
+    if control.empty:
+        return "FullCache: N/A (no control rows)"
+    row = control.iloc[0]
+    return (
+        f"FullCache: score {_pct(row['quality'])}, accuracy {_pct(row['accuracy'])}, "
+        f"n_FC = {_count(row['n_fc'])} of {_count(row['n_sources'])} sources"
+    )
+
+
+def _heat(
+    ax: Axes,
+    cells: Mapping[tuple[str, str], pd.Series],
+    rows: Sequence[str],
+    cols: Sequence[str],
+    cell: Callable[[pd.Series], CellValue],
+    cmap_name: str,
+    limits: tuple[float, float],
+    label: str,
+) -> None:
+    """An annotated heatmap; absent and NaN cells are gray, hatched and labelled N/A."""
+    values = np.full((len(rows), len(cols)), np.nan)
+    texts = [["N/A"] * len(cols) for _ in rows]
+    for i, r in enumerate(rows):
+        for j, c in enumerate(cols):
+            if (r, c) in cells:
+                values[i, j], texts[i][j] = cell(cells[(r, c)])
+    cmap = colormaps[cmap_name]
+    norm = Normalize(*limits)
+    image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, norm=norm, aspect="auto")
+    for (i, j), value in np.ndenumerate(values):
+        if np.isnan(value):
+            ax.add_patch(_na_patch(j, i))
+        ax.text(j, i, texts[i][j], ha="center", va="center", fontsize=8, color=_ink(cmap(norm(value))))
+    ax.set_xticks(range(len(cols)), labels=list(cols))
+    ax.set_yticks(range(len(rows)), labels=list(rows))
+    ax.set_xlabel("setting")
+    ax.figure.colorbar(image, ax=ax, label=label, shrink=0.9)
+
+
+def _na_patch(x: int, y: int) -> Rectangle:
+    return Rectangle(
+        (x - 0.5, y - 0.5), 1, 1, facecolor=NA_COLOR, edgecolor=NA_HATCH_COLOR, hatch="//", linewidth=0
+    )
+
+
+def _ink(rgba: Sequence[float]) -> str:
+    """Black text on light cells, white on dark ones (NaN maps to the colormap's 'bad' = light)."""
+    r, g, b = rgba[:3]
+    light = rgba[3] == 0 or 0.299 * r + 0.587 * g + 0.114 * b > 0.5
+    return "black" if light else "white"
+
+
+# --- category bars -------------------------------------------------------------------------------
+
+Bar = tuple[str, dict[str, float]]
+
+
+def _category_order(categories: pd.Series) -> list[str]:
+    present = set(categories.astype(str))
+    known = [c for c in CATEGORIES if c in present]
+    return known + sorted(present - set(CATEGORIES))
+
+
+def _bars(frame: pd.DataFrame, pooled_label: str) -> list[Bar]:
+    """One bar per compressor@setting (or the single pooled bar) with its category shares."""
+    bars = []
+    for (_, _, compressor, setting), cell in _groups(frame, ["task", "reader", "compressor", "setting"]):
+        name = pooled_label or f"{compressor}@{setting}"
+        label = f"{name} (n={_count(cell['rows'].sum())})"
+        bars.append((label, dict(zip(cell["category"].astype(str), cell["share"].astype(float)))))
+    return bars
+
+
+def _stacked(ax: Axes, bars: Sequence[Bar], order: Sequence[str]) -> None:
+    extra = iter(_EXTRA_COLORS * len(order))
+    colors = {c: CATEGORY_COLORS.get(c) or next(extra) for c in order}
+    ys = np.arange(len(bars))
+    left = np.zeros(len(bars))
+    for category in order:
+        shares = np.array([100 * shares.get(category, 0.0) for _, shares in bars])
+        shares = np.nan_to_num(shares)
+        patches = ax.barh(ys, shares, left=left, color=colors[category], label=category, height=0.7)
+        for patch, share in zip(patches, shares, strict=True):
+            if share >= 8:
+                x, y = patch.get_x() + patch.get_width() / 2, patch.get_y() + patch.get_height() / 2
+                ax.text(
+                    x,
+                    y,
+                    f"{share:.0f}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color=_ink(patch.get_facecolor()),
+                )
+        left += shares
+    ax.set_yticks(ys, labels=[label for label, _ in bars])
+    ax.set_ylim(len(bars) - 0.5, -0.5)
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("share of C→W rows (%)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3, fontsize=8, frameon=False)
+
+
+# --- forest plot ---------------------------------------------------------------------------------
+
+
+def _forest_label(row: Any) -> str:
+    return (
+        f"{row.metric} ({row.direction} = risk)\n"
+        f"C→W {_count(row.n_cw)} / C→C {_count(row.n_cc)}, {_count(row.n_strata)} strata"
+    )
+
+
+def _forest_row(ax: Axes, y: float, row: Any) -> None:
+    """Point and whiskers where defined; the right margin always states the estimate or N/A."""
+    if not _missing(row.auroc):
+        # a percentile bootstrap interval need not contain the estimate: clip, never a negative whisker
+        low = max(0.0, row.auroc - row.ci_low) if not _missing(row.ci_low) else 0.0
+        high = max(0.0, row.ci_high - row.auroc) if not _missing(row.ci_high) else 0.0
+        ax.errorbar(row.auroc, y, xerr=[[low], [high]], fmt="o", color="#0072B2", capsize=3)
+    text = "N/A" if _missing(row.auroc) else f"{row.auroc:.3f}"
+    if not (_missing(row.ci_low) or _missing(row.ci_high)):
+        text += f" [{row.ci_low:.3f}, {row.ci_high:.3f}]"
+    ax.text(1.02, y, text, transform=ax.get_yaxis_transform(), va="center", fontsize=8, clip_on=False)
+
+
+# --- reader scaling ------------------------------------------------------------------------------
+
+
+def _scaling(ax: Axes, valid: pd.DataFrame) -> None:
+    x = valid["raw_mean"].to_numpy(float)
+    y = valid["comp_mean"].to_numpy(float)
+    lo, hi = min(x.min(), y.min()), max(x.max(), y.max())
+    pad = max(0.05 * (hi - lo), 0.02)
+    lims = (lo - pad, hi + pad)
+    ax.plot(lims, lims, linestyle="--", color="gray", linewidth=1, label="raw = compressed")
+    ax.scatter(x, y, color="#0072B2", zorder=3, label="reader")
+    ends = [int(np.argmin(x)), int(np.argmax(x))]
+    ax.scatter(
+        x[ends],
+        y[ends],
+        s=260,
+        facecolors="none",
+        edgecolors="black",
+        linewidths=1.5,
+        zorder=4,
+        label="lowest / highest raw reader",
+    )
+    if np.ptp(x) > 0:
+        slope, intercept = np.polyfit(x, y, 1)
+        ax.plot(
+            lims,
+            intercept + slope * np.asarray(lims),
+            color="#D55E00",
+            linewidth=1.5,
+            label=f"least squares (slope {slope:.2f})",
+        )
+    for xi, yi, name in zip(x, y, valid["reader"].astype(str), strict=True):
+        ax.annotate(name, (xi, yi), xytext=(9, 7), textcoords="offset points", fontsize=7)
+    ax.set_xlim(lims)
+    ax.set_ylim(lims)
+    ax.set_aspect("equal")
+    ax.set_xlabel("raw-evidence mean")
+    ax.set_ylabel("compressed-evidence mean")
+    ax.legend(fontsize=7, loc="upper left")
+    ax.grid(alpha=0.3)
+
+
+# --- figure plumbing -----------------------------------------------------------------------------
+
+
+def _figure(width: float, height: float, ncols: int = 1) -> tuple[Figure, list[Axes]]:
+    fig = Figure(figsize=(min(width, 30.0), min(height, 30.0)), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, list(np.atleast_1d(fig.subplots(1, ncols)))
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    return path

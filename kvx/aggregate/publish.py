@@ -1,0 +1,69 @@
+"""Write what the analysis found: CSV and Markdown tables, figures, one HTML report, and the
+same folder logged to MLflow as an ``aggregate`` run tagged with the sweeps it covers."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from importlib.metadata import version
+from pathlib import Path
+
+from kvx import tracking
+from kvx.aggregate.pipeline import Options, Result
+from kvx.aggregate.sources import Source
+
+TITLE = "kvx aggregate report"
+
+
+def publish(
+    result: Result, source: Source, out: Path, plots: bool, log_uri: str | None, options: Options
+) -> Path:
+    from kvx.aggregate.report import write_html, write_tables
+
+    out.mkdir(parents=True, exist_ok=True)
+    write_tables(result.tables, out)
+    figures: dict[str, list[Path]] = {}
+    if plots:
+        from kvx.aggregate.plots import plot_all
+
+        figures = plot_all(result.tables, out)
+    errors = sum(p.severity == "error" for p in result.problems)
+    meta = {
+        **source.description,
+        "records read": str(result.n_records),
+        "records analysed": str(result.n_rows),
+        "validation": f"{errors} errors, {len(result.problems) - errors} warnings",
+        "resampling": f"{options.n_splits} row splits, {options.n_boot} bootstrap draws, seed {options.seed}",
+        "kvx": version("kvx"),
+        "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+    (out / "summary.json").write_text(
+        json.dumps({"meta": meta, "options": {**asdict(options), "export": str(options.export)}}, indent=2)
+    )
+    report = write_html(result.tables, figures, out, TITLE, meta)
+    if log_uri is not None:
+        _log(log_uri, source, out, result, options)
+    return report
+
+
+def _log(uri: str, source: Source, out: Path, result: Result, options: Options) -> None:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    experiments = source.description.get("experiments", "kvx").split(", ")
+    exp = client.get_experiment_by_name(experiments[0])
+    exp_id = exp.experiment_id if exp is not None else client.create_experiment(experiments[0])
+    tags = {
+        tracking.ROLE: "aggregate",
+        "kvx.sweeps": ",".join(source.sweeps) or "(runs outside sweeps)",
+        **tracking.provenance_tags(),
+    }
+    run_id = client.create_run(exp_id, run_name=f"aggregate {out.name}", tags=tags).info.run_id
+    for name, value in (("n_splits", options.n_splits), ("n_boot", options.n_boot), ("seed", options.seed)):
+        client.log_param(run_id, name, str(value))
+    client.log_metric(run_id, "n_records", result.n_records)
+    client.log_metric(run_id, "n_analysed", result.n_rows)
+    client.log_metric(run_id, "n_problems", len(result.problems))
+    client.log_artifacts(run_id, str(out))
+    client.set_terminated(run_id, "FINISHED")

@@ -1,0 +1,371 @@
+"""Tables (CSV + Markdown) and the single self-contained HTML report of ``python -m kvx.aggregate``.
+
+CSV keeps full precision for re-analysis; Markdown and HTML share one display formatting so the
+two never disagree: rates in percent, counts as integers, p-values in 3 significant digits, and
+every undefined value as "N/A" (never 0).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import mimetypes
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import numpy as np
+import pandas as pd
+from pandas.api.types import is_bool_dtype, is_integer_dtype, is_numeric_dtype
+
+__all__ = ["SECTIONS", "Section", "markdown_table", "write_html", "write_tables"]
+
+NA = "N/A"
+MAX_HTML_ROWS = 2000  # the CSV always holds every row; this keeps report.html openable
+
+# Column kinds by name: the analysis frames store fractions in [0, 1] under these tokens.
+_P_VALUE = re.compile(r"(^p$|^p_|_p$|_pvalue$)")
+_PERCENT = re.compile(r"(^|_)(rate|share|quality|accuracy|retention|rescue|damage|reversal|excess)(_|$)")
+_COUNT = re.compile(
+    r"(^n_|_n$|_draws$|^(rows|intersection|union|eligible_pairs|evidence_only|sham_only)$|^(repaired|degraded)_)"
+)
+
+
+@dataclass(frozen=True)
+class Section:
+    """One report section: which figures and tables it shows and how to read their numbers."""
+
+    anchor: str
+    heading: str
+    explanation: str
+    figures: tuple[str, ...]
+    tables: tuple[str, ...]
+    empty: str
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section(
+        "matrix",
+        "Matrix",
+        "Each cell is one compressor at one setting for one task and reader, paired source by source "
+        "with the FullCache control (the FullCache rows, also shown in each figure title). Mean task "
+        "score and accuracy are over supported sources (n_supported). C→W rate = C→W / FullCache-correct "
+        "supported sources (n_FC); n_cc, n_cw, n_wc and n_ww count the paired transitions. Unsupported "
+        "and errored records are left out of every denominator and counted in n_unsupported and n_error; "
+        "a cell whose every record is unsupported is N/A (gray, hatched), never 0. Rows with task "
+        "'pooled' weight each task by its sources.",
+        ("heatmaps",),
+        ("matrix",),
+        "no matrix cells in the selected runs",
+    ),
+    Section(
+        "failures",
+        "Failure sets & categories",
+        "A failure row is a source the FullCache control answered correctly and the compressor answered "
+        "wrongly (C→W), selected separately for each compressor@setting, so no compressor defines another's "
+        "failure set. Diagnostic means are over failure rows with a valid value, count shown in the "
+        "matching _n column; never imputed. Categories apply the fixed Table-4 rules: exactly one matching "
+        "rule names the category, two or more give 'conflicting', none gives 'ambiguous'. share = rows in "
+        "the category / C→W rows of the cell; the 'all' rows pool every cell (sources may repeat).",
+        ("category_bars",),
+        ("failures", "categories"),
+        "no C→W failure rows in the selected runs",
+    ),
+    Section(
+        "matched",
+        "Matched comparisons (Jaccard)",
+        "For two compressors at the same task, reader and setting label, intersection and union count the "
+        "sources in both or either failure set (n_a, n_b: each set's size); Jaccard = intersection / union, "
+        "N/A when the union is empty. A low Jaccard, not a small intersection alone, means the methods fail "
+        "on different sources. Per-metric _mean_a / _mean_b compare the two compressors over the "
+        "intersection rows where the metric is valid for both (count in _n). Equal setting labels do not "
+        "imply equal memory.",
+        ("jaccard_heatmap",),
+        ("matched",),
+        "no matched comparisons (needs two compressors with failures at the same task, reader and setting)",
+    ),
+    Section(
+        "separation",
+        "Separation",
+        "Stratified AUROC of each diagnostic for ranking C→W failures (n_cw) above C→C successes (n_cc), "
+        "oriented by direction: 'higher' or 'lower' values mean more failure risk. Only strata holding both "
+        "outcomes count (n_strata) and only rows with a valid value enter. 0.5 (dashed) is random ranking; "
+        "the 95% intervals are descriptive because sources recur across cells.",
+        ("forest_plot",),
+        ("separation",),
+        "no separation estimates (needs C→W and C→C rows with valid diagnostics in the same strata)",
+    ),
+    Section(
+        "intervention",
+        "Intervention",
+        "Reproduced C→W rows (n_reproduced of n_cw_rows) are rerun with the evidence intervention and with a "
+        "count-matched sham. Repair rate = repaired / n_reproduced for each arm; paired_diff = evidence − "
+        "sham with its paired interval, and the McNemar p-value uses the discordant rows (evidence_only, "
+        "sham_only). Degradation rate = degraded / n_cc_controls, the matched C→C controls the same "
+        "intervention turns wrong.",
+        (),
+        ("intervention",),
+        "no intervention records in the selected runs",
+    ),
+    Section(
+        "audit",
+        "Reader-upgrade audit",
+        "Every reader answers the same rows with raw evidence and with the same stored compressed evidence; "
+        "only rows that every reader completed count (n_rows). gain = compressed − raw mean; rescue = "
+        "raw-wrong answers made right, damage = raw-correct answers made wrong. For a reader pair, "
+        "retention = comp_upgrade / raw_upgrade ('endpoints' = lowest vs highest raw reader, 'declared' = "
+        "pairs named in the configuration), with exact McNemar p-values under each evidence. excess_flips = "
+        "compressed minus raw reversal rate of eligible_pairs across random row halves; eiv_r is the "
+        "errors-in-variables corrected correlation of raw score with gain (negative: lower readers gain "
+        "more). In the plot the dashed diagonal is raw = compressed and rings mark the endpoint readers.",
+        ("reader_scaling",),
+        ("audit_readers", "audit_pairs", "audit_panel"),
+        "no reader-upgrade audit (needs two or more readers sharing a task, compressor and setting)",
+    ),
+)
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem auto;
+max-width:1200px;padding:0 1rem;color:#222;line-height:1.45}
+h1{margin-bottom:.2rem}h2{border-bottom:2px solid #ddd;padding-bottom:.2rem;margin-top:2.5rem}
+table{border-collapse:collapse;margin:.6rem 0 1.2rem;font-size:.82rem}
+th,td{border:1px solid #ccc;padding:.2rem .45rem;vertical-align:top}
+th{background:#f0f0f0;position:sticky;top:0}tr:nth-child(even) td{background:#fafafa}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.scroll{overflow-x:auto;max-height:36rem;overflow-y:auto}
+figure{margin:1rem 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
+figcaption{font-size:.8rem;color:#555}.empty{color:#666;font-style:italic}
+.explain{background:#f7f9fc;border-left:4px solid #0072B2;padding:.5rem .8rem}
+.error{color:#b00020;font-weight:600}.warning{color:#8a5a00;font-weight:600}
+"""
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """A GitHub Markdown table in display formatting (written here: ``tabulate`` is not a dependency)."""
+    if frame.columns.empty:
+        return "_(empty table)_\n"
+    headers, numeric, rows = _display(frame)
+    lines = [
+        _md_row(headers),
+        _md_row(["---:" if n else "---" for n in numeric]),
+        *(_md_row(row) for row in rows),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_tables(tables: Mapping[str, pd.DataFrame], out: Path) -> dict[str, tuple[Path, Path]]:
+    """Write ``<name>.csv`` (full precision, NaN empty) and ``<name>.md`` for every table.
+
+    Floats are written as shortest round-trip reprs; ``pd.read_csv(..., float_precision="round_trip")``
+    reads them back bit for bit (pandas' default parser can be off by one ulp).
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for name, frame in tables.items():
+        csv_path, md_path = out / f"{name}.csv", out / f"{name}.md"
+        _integral_counts(frame).to_csv(csv_path, index=False, na_rep="")
+        md_path.write_text(markdown_table(frame), encoding="utf-8")
+        written[name] = (csv_path, md_path)
+    return written
+
+
+def write_html(
+    tables: Mapping[str, pd.DataFrame],
+    figures: Mapping[str, Sequence[Path]],
+    out: Path,
+    title: str,
+    meta: Mapping[str, str],
+) -> Path:
+    """Write one self-contained ``report.html`` (inline CSS, base64 images, no scripts or remote links).
+
+    Tables link to their CSV files in ``out`` by relative href when those files exist.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    shown = {name for section in SECTIONS for name in section.tables} | {"problems"}
+    extra = {name: frame for name, frame in tables.items() if name not in shown}
+    toc = [("validation", "Validation"), *((s.anchor, s.heading) for s in SECTIONS)]
+    if extra:
+        toc.append(("other", "Other tables"))
+    body = [
+        f"<h1>{_esc(title)}</h1>",
+        _meta_html(meta),
+        _toc_html(toc),
+        _validation_html(tables.get("problems", pd.DataFrame()), out),
+        *(_section_html(s, tables, figures, out) for s in SECTIONS),
+    ]
+    if extra:
+        body.append(_other_html(extra, out))
+    document = (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{_esc(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body>\n</html>\n"
+    )
+    path = out / "report.html"
+    path.write_text(document, encoding="utf-8")
+    return path
+
+
+def _integral_counts(frame: pd.DataFrame) -> pd.DataFrame:
+    """Counts made float only by NaN cells are written as "12", not "12.0" (same values read back)."""
+    converted = {}
+    for name in frame.columns:
+        column = frame[name]
+        if _kind(str(name), column) == "count" and column.dtype.kind == "f":
+            values = column.dropna()
+            if np.isfinite(values).all() and (values == values.round()).all():
+                converted[name] = column.astype("Int64")
+    return frame.assign(**converted) if converted else frame
+
+
+# --- display formatting --------------------------------------------------------------------------
+
+
+def _kind(name: str, column: pd.Series) -> str:
+    """How a column is displayed: 'p', 'percent', 'count', 'float' or 'text'."""
+    if is_bool_dtype(column) or not is_numeric_dtype(column):
+        return "text"
+    if _P_VALUE.search(name):
+        return "p"
+    if _PERCENT.search(name):
+        return "percent"
+    if _COUNT.search(name) or is_integer_dtype(column):
+        return "count"
+    return "float"
+
+
+def _is_missing(value: object) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float | np.floating) and np.isnan(value))
+
+
+def _format(kind: str, value: object) -> str:
+    if _is_missing(value):
+        return NA
+    if kind == "text":
+        return str(value)
+    number = float(value)
+    if not np.isfinite(number):
+        return str(number)
+    if kind == "percent":
+        return f"{100 * number:.1f}"
+    if kind == "p":
+        return f"{number:.3g}" if number == 0 or number >= 1e-3 else f"{number:.2e}"
+    if kind == "count" and number.is_integer():
+        return str(int(number))
+    return _format_float(number)
+
+
+def _format_float(number: float) -> str:
+    """Three decimals in the usual range, 3 significant digits (scientific) far outside it."""
+    if number == 0 or 1e-3 <= abs(number) < 1e5:
+        return f"{number:.3f}"
+    return f"{number:.3g}"
+
+
+def _display(frame: pd.DataFrame) -> tuple[list[str], list[bool], list[list[str]]]:
+    """Headers (percent columns marked '(%)'), right-alignment flags and formatted cells."""
+    kinds = [_kind(str(name), frame[name]) for name in frame.columns]
+    headers = [f"{name} (%)" if kind == "percent" else str(name) for name, kind in zip(frame.columns, kinds)]
+    rows = [
+        [_format(kind, value) for kind, value in zip(kinds, record)]
+        for record in frame.itertuples(index=False, name=None)
+    ]
+    return headers, [kind != "text" for kind in kinds], rows
+
+
+def _md_row(cells: Sequence[str]) -> str:
+    escaped = (c.replace("|", "\\|").replace("\r", " ").replace("\n", " ") for c in cells)
+    return "| " + " | ".join(escaped) + " |"
+
+
+# --- HTML pieces ---------------------------------------------------------------------------------
+
+
+def _esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _meta_html(meta: Mapping[str, str]) -> str:
+    rows = "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(v)}</td></tr>" for k, v in meta.items())
+    return f'<table class="meta">{rows}</table>' if rows else ""
+
+
+def _toc_html(entries: Sequence[tuple[str, str]]) -> str:
+    items = "".join(f'<li><a href="#{_esc(anchor)}">{_esc(heading)}</a></li>' for anchor, heading in entries)
+    return f'<nav><h2 id="contents">Contents</h2><ol>{items}</ol></nav>'
+
+
+def _validation_html(problems: pd.DataFrame, out: Path) -> str:
+    head = '<h2 id="validation">Validation</h2>'
+    if problems.empty:
+        return f'{head}<p class="empty">No problems found: every record passed validation.</p>'
+    counts = problems["severity"].astype(str).value_counts()
+    summary = ", ".join(f'<span class="{_esc(sev)}">{n} {_esc(sev)}</span>' for sev, n in counts.items())
+    return (
+        f"{head}<p>{len(problems)} validation finding(s): {summary}. Errors mark records left out of the "
+        "analysis; warnings mark records kept.</p>" + _table_html("problems", problems, out)
+    )
+
+
+def _section_html(
+    section: Section, tables: Mapping[str, pd.DataFrame], figures: Mapping[str, Sequence[Path]], out: Path
+) -> str:
+    parts = [f'<h2 id="{_esc(section.anchor)}">{_esc(section.heading)}</h2>']
+    parts.append(f'<p class="explain">{_esc(section.explanation)}</p>')
+    images = [path for key in section.figures for path in figures.get(key, ())]
+    present = {name: tables[name] for name in section.tables if name in tables and not tables[name].empty}
+    if not images and not present:
+        parts.append(f'<p class="empty">{_esc(section.empty[0].upper() + section.empty[1:])}.</p>')
+        return "\n".join(parts)
+    parts.extend(_figure_html(path) for path in images)
+    for name in section.tables:
+        if name in present:
+            parts.append(_table_html(name, present[name], out))
+        else:
+            parts.append(f'<h3>{_esc(name)}</h3><p class="empty">No rows.</p>')
+    return "\n".join(parts)
+
+
+def _other_html(extra: Mapping[str, pd.DataFrame], out: Path) -> str:
+    parts = ['<h2 id="other">Other tables</h2>']
+    parts.extend(_table_html(name, frame, out) for name, frame in extra.items())
+    return "\n".join(parts)
+
+
+def _figure_html(path: Path) -> str:
+    mime = mimetypes.guess_type(path.name)[0] or "image/png"
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return (
+        f'<figure><img src="data:{mime};base64,{data}" alt="{_esc(path.stem)}">'
+        f"<figcaption>{_esc(path.name)}</figcaption></figure>"
+    )
+
+
+def _table_html(name: str, frame: pd.DataFrame, out: Path) -> str:
+    """A table in the Markdown formatting, capped at MAX_HTML_ROWS, with links to its files."""
+    links = [
+        f'<a href="{_esc(quote(name))}.{ext}">{_esc(name)}.{ext}</a>'
+        for ext in ("csv", "md")
+        if (out / f"{name}.{ext}").exists()
+    ]
+    head = f"<h3>{_esc(name)}</h3>" + (f"<p>Download: {' · '.join(links)}</p>" if links else "")
+    if frame.columns.empty:
+        return head + '<p class="empty">No rows.</p>'
+    headers, numeric, rows = _display(frame.head(MAX_HTML_ROWS))
+    note = ""
+    if len(frame) > MAX_HTML_ROWS:
+        note = (
+            f'<p class="empty">Showing the first {MAX_HTML_ROWS} of {len(frame)} rows; the CSV holds all.</p>'
+        )
+    th = "".join(f"<th>{_esc(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(_td(cell, num) for cell, num in zip(row, numeric)) + "</tr>" for row in rows
+    )
+    table = f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+    return f'{head}{note}<div class="scroll">{table}</div>'
+
+
+def _td(cell: str, numeric: bool) -> str:
+    return f'<td class="num">{_esc(cell)}</td>' if numeric else f"<td>{_esc(cell)}</td>"

@@ -1,0 +1,121 @@
+"""One flat row per valid record: the fields every analysis reads, nothing else.
+
+Raw records carry token ids, outputs and every diagnostic value; the analyses need a few dozen
+numbers per record. Projecting each batch as it is read keeps memory bounded on large stores.
+A diagnostic value enters a row only when its diagnostic says it is valid (measured, projected
+or structural) and the value is a finite number; everything else is NaN, never imputed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+VALID = ("measured", "projected", "structural")
+INTERVENTION_FIELDS = (
+    "reproduced",
+    "repaired_evidence",
+    "repaired_sham",
+    "degraded_evidence",
+    "degraded_sham",
+)
+NAN = float("nan")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A diagnostic value with a declared failure-risk direction."""
+
+    name: str  # column name in the tables
+    diagnostic: str
+    value: str
+    direction: str  # "higher" or "lower": which side means more failure risk
+
+    @property
+    def column(self) -> str:
+        return f"{self.diagnostic}.{self.value}"
+
+
+def declared_metrics(declared: dict[tuple[str, str], str]) -> list[Metric]:
+    """Metrics from the risk directions the records declare; a value name shared by two
+    diagnostics is qualified with the diagnostic's name in the tables."""
+    counts: dict[str, int] = {}
+    for _, value in declared:
+        counts[value] = counts.get(value, 0) + 1
+    return [
+        Metric(value if counts[value] == 1 else f"{diag}.{value}", diag, value, direction)
+        for (diag, value), direction in sorted(declared.items())
+    ]
+
+
+def setting_label(ratio: float) -> str:
+    return f"{ratio:g}"
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return NAN
+    value = float(value)
+    return value if math.isfinite(value) else NAN
+
+
+def _flag(value: Any) -> float:
+    return float(value) if isinstance(value, bool) else NAN
+
+
+def project(
+    record: dict[str, Any],
+    origin: str,
+    sweep: str,
+    declared: dict[tuple[str, str], str],
+    conflicts: set[tuple[str, str]],
+) -> dict[str, Any]:
+    """The analysis row of one schema-valid record; its risk declarations are added to ``declared``.
+
+    Records are self-describing: each diagnostic result carries the risk directions its
+    diagnostic declares, so records produced elsewhere are analysed without the plugin installed.
+    """
+    full = record.get("full") or {}
+    comp = record.get("compressed") or {}
+    diags = record.get("diagnostics") or {}
+    ratio = float(record["setting"]["ratio"])
+    reader = f"{record['reader']}"
+    row_id = f"{record['task']}|seed={record['seed']}|{record['source_id']}"
+    row: dict[str, Any] = {
+        "origin": origin,
+        "sweep": sweep,
+        "key": record["key"],
+        "task": record["task"],
+        "reader": reader,
+        "revision": record["model_revision"],
+        "split": record.get("split", ""),
+        "compressor": record["compressor"],
+        "ratio": ratio,
+        "setting": setting_label(ratio),
+        "seed": int(record["seed"]),
+        "source_id": record["source_id"],
+        "row_id": row_id,  # the same source for every reader
+        "unit": f"{row_id}|{reader}@{record['model_revision']}",  # the same source and reader: one control
+        "status": record["status"],
+        "prompt_hash": record["prompt_hash"],
+        "full_score": _number(full.get("score")),
+        "full_correct": _flag(full.get("correct")),
+        "full_output": full.get("output"),
+        "comp_score": _number(comp.get("score")),
+        "comp_correct": _flag(comp.get("correct")),
+        "transition": record.get("transition"),
+        "category": (record.get("category") or {}).get("category"),
+        "text_hash": record.get("compressed_text_sha256"),
+    }
+    for diag, result in diags.items():
+        ok = result.get("status") in VALID
+        for value, direction in (result.get("risk") or {}).items():
+            if declared.setdefault((diag, value), direction) != direction:
+                conflicts.add((diag, value))
+            row[f"{diag}.{value}"] = _number(result.get("values", {}).get(value)) if ok else NAN
+    iv = diags.get("intervention") or {}
+    iv_ok = iv.get("status") in VALID
+    for name in INTERVENTION_FIELDS:
+        row[f"iv_{name}"] = _flag(iv.get("values", {}).get(name)) if iv_ok else NAN
+    return row

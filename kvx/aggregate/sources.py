@@ -1,0 +1,216 @@
+"""Where records come from: an MLflow store or a directory of record files.
+
+Both yield the same ``Batch`` stream (one batch per cell run or record file), so validation and
+analysis never know which it was, and a directory exported from a store gives identical numbers.
+Batches are read one at a time: the aggregate never holds every raw record in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+from urllib.request import url2pathname
+
+from kvx import tracking
+from kvx.aggregate.problems import Problem
+
+CONTROL_SUFFIX = ".controls.jsonl"
+
+
+@dataclass
+class Batch:
+    """The records of one cell run (or one file), or one FullCache control ledger."""
+
+    origin: str  # run id or file path: where a problem points
+    sweep: str  # parent sweep run id, or the directory for files
+    kind: str  # "records" or "controls"
+    lines: list[str]  # raw JSON lines, parsed by validation so parse errors are located
+    logged: dict[str, float] | None = None  # metrics the run logged, checked against the records
+    split: str | None = None  # control ledgers: the control group they belong to
+
+
+@dataclass
+class Source:
+    """A stream of batches plus what listing the store already found wrong."""
+
+    description: dict[str, str]
+    problems: list[Problem] = field(default_factory=list)
+    sweeps: list[str] = field(default_factory=list)
+    planned: dict[str, int] = field(default_factory=dict)  # sweep id -> jobs its sweeper planned
+    finished_cells: dict[str, int] = field(default_factory=dict)  # sweep id -> finished cell runs
+
+    def batches(self) -> Iterator[Batch]:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+
+class MlflowSource(Source):
+    """Finished cell runs (and their sweeps' control runs) of one or more experiments."""
+
+    def __init__(
+        self, uri: str, experiments: list[str], sweeps: list[str] | None = None, close_stale: bool = False
+    ) -> None:
+        from mlflow.tracking import MlflowClient
+
+        super().__init__({"tracking_uri": uri, "experiments": ", ".join(experiments)})
+        if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
+            raise FileNotFoundError(f"--tracking-uri {uri}: no such store (run a sweep first)")
+        self.client = MlflowClient(tracking_uri=uri)
+        ids = []
+        for name in experiments:
+            exp = self.client.get_experiment_by_name(name)
+            if exp is None:
+                raise LookupError(f"--experiment {name!r} does not exist in {uri}")
+            ids.append(exp.experiment_id)
+        runs = self._search(ids, "")
+        by_role: dict[str, list[Any]] = {}
+        for run in runs:
+            by_role.setdefault(run.data.tags.get(tracking.ROLE, ""), []).append(run)
+        parents = {r.info.run_id: r for r in by_role.get("sweep", [])}
+        wanted = set(sweeps or [])
+        if "latest" in wanted and parents:
+            wanted.discard("latest")
+            wanted.add(max(parents.values(), key=lambda r: r.info.start_time).info.run_id)
+        missing = wanted - set(parents)
+        if missing:
+            raise LookupError(
+                f"--sweep {', '.join(sorted(missing))}: no such sweep run; sweeps: {sorted(parents)}"
+            )
+
+        def selected(run: Any) -> bool:
+            return not wanted or run.data.tags.get(tracking.MLFLOW_PARENT) in wanted
+
+        self.cells = []
+        for run in by_role.get("cell", []):
+            if not selected(run):
+                continue
+            if run.info.status != "FINISHED":
+                self.problems.append(
+                    Problem(
+                        "unfinished_run",
+                        "warning",
+                        run.info.run_id,
+                        "",
+                        f"cell run {run.info.run_name!r} is "
+                        f"{run.info.status}; not aggregated (re-run the sweep to finish it)",
+                    )
+                )
+                continue
+            self.cells.append(run)
+        self.cells.sort(key=lambda r: (r.info.start_time, r.info.run_id))
+        # every ledger, not only the selected sweeps': a later sweep reuses an earlier sweep's controls
+        self.controls = [r for r in by_role.get("control", []) if r.info.status == "FINISHED"]
+        self.controls.sort(key=lambda r: (r.info.start_time, r.info.run_id))
+        for run_id, run in parents.items():
+            if wanted and run_id not in wanted:
+                continue
+            if run.info.status == "RUNNING":
+                action = "closed as KILLED" if close_stale else "pass --close-stale to close it"
+                self.problems.append(
+                    Problem(
+                        "stale_parent",
+                        "warning",
+                        run_id,
+                        "",
+                        f"sweep run {run.info.run_name!r} is still "
+                        f"RUNNING (a crashed or unfinished sweep); {action}",
+                    )
+                )
+                if close_stale:
+                    self.client.set_terminated(run_id, "KILLED")
+            planned = run.data.tags.get(tracking.PLANNED_JOBS)
+            if planned is not None:
+                self.planned[run_id] = int(planned)
+        for run in self.cells:
+            parent = run.data.tags.get(tracking.MLFLOW_PARENT, "")
+            self.finished_cells[parent] = self.finished_cells.get(parent, 0) + 1
+        self.sweeps = sorted({r.data.tags.get(tracking.MLFLOW_PARENT, "") for r in self.cells} - {""})
+        self.description["sweeps"] = ", ".join(self.sweeps) or "(runs outside sweeps)"
+
+    def _search(self, ids: list[str], filter_string: str) -> list[Any]:
+        out, token = [], None
+        while True:
+            page = self.client.search_runs(ids, filter_string, max_results=1000, page_token=token)
+            out.extend(page)
+            token = page.token
+            if not token:
+                return out
+
+    def __len__(self) -> int:
+        return len(self.cells) + len(self.controls)
+
+    def _lines(self, run: Any, name: str) -> list[str] | None:
+        root = run.info.artifact_uri
+        local = Path(url2pathname(urlparse(root).path)) if root.startswith("file:") else Path(root)
+        if local.is_absolute() and (local / name).is_file():  # embedded store: read in place
+            return (local / name).read_text(encoding="utf-8").splitlines()
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                path = Path(self.client.download_artifacts(run.info.run_id, name, tmp))
+            except Exception:
+                return None
+            return path.read_text(encoding="utf-8").splitlines()
+
+    def batches(self) -> Iterator[Batch]:
+        for run in self.cells:
+            run_id = run.info.run_id
+            lines = self._lines(run, "records.jsonl")
+            sweep = run.data.tags.get(tracking.MLFLOW_PARENT, "")
+            if lines is None:
+                self.problems.append(
+                    Problem("missing_artifact", "error", run_id, "", "finished cell run has no records.jsonl")
+                )
+                continue
+            yield Batch(run_id, sweep, "records", lines, dict(run.data.metrics))
+        for run in self.controls:
+            lines = self._lines(run, "controls.jsonl")
+            if lines is not None:
+                sweep = run.data.tags.get(tracking.MLFLOW_PARENT, "")
+                yield Batch(
+                    run.info.run_id, sweep, "controls", lines, split=run.data.tags.get(tracking.CONTROL_KEY)
+                )
+
+
+class DirectorySource(Source):
+    """Record files under one or more directories: ``*.jsonl`` (one record per line) or ``*.json``
+    (a list of records); ``*.controls.jsonl`` files are FullCache control ledgers."""
+
+    def __init__(self, roots: list[Path]) -> None:
+        super().__init__({"records": ", ".join(str(r) for r in roots)})
+        self.files: list[Path] = []
+        for root in roots:
+            if not root.is_dir():
+                raise FileNotFoundError(f"--records {root}: not a directory")
+            self.files.extend(
+                sorted(p for p in root.rglob("*") if p.suffix in (".jsonl", ".json") and p.is_file())
+            )
+        if not self.files:
+            raise FileNotFoundError(f"--records {', '.join(map(str, roots))}: no .jsonl or .json files")
+        self.sweeps = sorted({str(r) for r in roots})
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def batches(self) -> Iterator[Batch]:
+        for path in self.files:
+            text = path.read_text(encoding="utf-8")
+            if path.suffix == ".json":
+                try:
+                    data = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    self.problems.append(Problem("parse", "error", str(path), "", f"invalid JSON: {exc}"))
+                    continue
+                items = data if isinstance(data, list) else [data]
+                lines = [json.dumps(item) for item in items]
+            else:
+                lines = text.splitlines()
+            kind = "controls" if path.name.endswith(CONTROL_SUFFIX) else "records"
+            split = path.name.removesuffix(CONTROL_SUFFIX) if kind == "controls" else None
+            yield Batch(str(path), str(path.parent), kind, lines, split=split)

@@ -1,0 +1,238 @@
+"""Synthetic, schema-valid record sets: for the aggregate's tests and its benchmark.
+
+Records look like a real sweep's (FullCache partner, transitions, diagnostics with risk
+declarations, categories, intervention rows, token ids), with failure risk tied to the
+diagnostics so separation is non-trivial. ``log_sweep`` writes them into an MLflow store the way
+``python -m kvx`` does: a sweep run, one cell run per cell, one control run per control group.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvx import tracking
+from kvx.diagnostics.categories import categorize, category_row
+from kvx.records import SCHEMA_VERSION, cell_metrics, transition
+
+RISK = {
+    "coverage": {"err": "lower", "ecov": "lower"},
+    "likelihood": {
+        "delta_nll": "higher",
+        "gpr": "lower",
+        "kl": "higher",
+        "top50": "lower",
+        "rank_shift_first": "higher",
+        "rank_shift_mean": "higher",
+    },
+    "attention": {"ear": "lower", "eam_comp": "lower", "neae_comp": "lower"},
+}
+
+
+@dataclass(frozen=True)
+class Grid:
+    tasks: tuple[str, ...] = ("ruler_niah_single",)
+    readers: tuple[str, ...] = ("smollm2",)
+    compressors: tuple[str, ...] = ("snapkv", "tova")
+    ratios: tuple[float, ...] = (0.25, 0.5)
+    n_sources: int = 10
+    seed: int = 0
+    diagnostics: bool = True
+    intervention: bool = True
+
+
+def _hash(*parts: object) -> str:
+    return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()
+
+
+def _answer(correct: bool, rng: np.random.Generator) -> dict:
+    tokens = rng.integers(0, 49152, 24).tolist()
+    output = "The special magic number is 4963732." if correct else f"I think it is {int(rng.integers(1e6))}."
+    return {
+        "output": output,
+        "normalized": output.lower(),
+        "score": 1.0 if correct else float(rng.choice([0.0, 0.5])),
+        "correct": correct,
+        "token_ids": tokens,
+        "stop_reason": "eos",
+    }
+
+
+def split_key(grid: Grid, task: str, reader: str) -> str:
+    return _hash("split", task, reader, grid.seed, grid.n_sources)
+
+
+def _diagnostics(
+    failed: bool, structural: bool, rng: np.random.Generator, intervention: bool, cw: bool, cc: bool
+):
+    shift = 1.0 if failed else 0.0
+    ecov = float(np.clip(rng.normal(0.85 - 0.5 * shift, 0.2), 0, 1))
+    err = float(np.clip(ecov + rng.normal(0, 0.05), 0, 1))
+    dnll = float(rng.gamma(1.0 + 2 * shift, 0.5))
+    nll_f = float(rng.gamma(2.0, 0.2))
+    out = {
+        "coverage": {"status": "structural", "values": {}, "reason": "", "seconds": 0.001}
+        if structural
+        else {
+            "status": "measured",
+            "values": {"err": err, "ecov": ecov, "n_slots": 60, "n_spans": 1},
+            "reason": "",
+            "seconds": 0.001,
+        },
+        "likelihood": {
+            "status": "measured",
+            "reason": "",
+            "seconds": 0.01,
+            "values": {
+                "nll_full": nll_f,
+                "nll_comp": nll_f + dnll,
+                "delta_nll": dnll,
+                "gpr": float(np.exp(-dnll)),
+                "kl": float(rng.gamma(1 + shift, 0.3)),
+                "top50": float(np.clip(rng.normal(0.9 - 0.3 * shift, 0.1), 0, 1)),
+                "rank_shift_first": int(rng.poisson(3 * shift)),
+                "rank_shift_mean": float(rng.gamma(1 + shift, 1.0)),
+                "n_tokens": 8,
+            },
+        },
+        "attention": {
+            "status": "measured",
+            "reason": "",
+            "seconds": 0.2,
+            "values": {
+                "eam_comp": float(rng.uniform(0.02, 0.2)),
+                "eam_full": 0.15,
+                "ear": float(rng.uniform(0.2, 1.2) - 0.3 * shift),
+                "neae_comp": float(rng.uniform(0.5, 3)),
+                "neae_full": 2.0,
+            },
+        },
+    }
+    for name, risk in RISK.items():
+        out[name]["risk"] = dict(risk)
+    if intervention and (cw or cc):
+        ev, sham = bool(rng.random() < 0.3), bool(rng.random() < 0.08)
+        values = {"boost": 4.0, "boosted_rows": 12}
+        if cw:
+            values |= {"reproduced": bool(rng.random() < 0.9)}
+            values |= {
+                "repaired_evidence": values["reproduced"] and ev,
+                "repaired_sham": values["reproduced"] and sham,
+            }
+        else:
+            values |= {
+                "degraded_evidence": bool(rng.random() < 0.05),
+                "degraded_sham": bool(rng.random() < 0.05),
+            }
+        out["intervention"] = {"status": "measured", "values": values, "reason": "", "seconds": 3.0}
+    return out
+
+
+def cell_records(grid: Grid, task: str, reader: str, compressor: str, ratio: float) -> list[dict]:
+    """The records of one cell; FullCache answers depend only on (task, reader, source)."""
+    out = []
+    structural = compressor in ("think", "hqq")
+    difficulty = {c: 0.1 * (i + 1) for i, c in enumerate(grid.compressors)}[compressor]
+    for i in range(grid.n_sources):
+        source_id = f"{task}_{i:06d}"
+        full_rng = np.random.default_rng(int(_hash(task, reader, i, grid.seed)[:8], 16))
+        full_ok = bool(full_rng.random() < (0.85 if reader == grid.readers[0] else 0.7))
+        full = _answer(full_ok, full_rng)
+        rng = np.random.default_rng(int(_hash(task, reader, compressor, ratio, i, grid.seed)[:8], 16))
+        comp_ok = bool(rng.random() > difficulty + (0.5 - ratio)) if full_ok else bool(rng.random() < 0.1)
+        comp = _answer(comp_ok, rng)
+        record = {
+            "schema_version": SCHEMA_VERSION,
+            "split": split_key(grid, task, reader),
+            "task": task,
+            "reader": reader,
+            "model_revision": "rev1",
+            "compressor": compressor,
+            "seed": grid.seed,
+            "query_aware": False,
+            "config_hash": _hash("cell", task, reader, compressor, ratio)[:16],
+            "versions": {"kvx": "0.1.0"},
+            "source_id": source_id,
+            "references": ["4963732"],
+            "key": f"{task}/{source_id}/{reader}@rev1/{compressor}/ratio={ratio}/seed={grid.seed}",
+            "setting": {"ratio": ratio, "retained_share": ratio, "method_parameter": {}},
+            "prompt_hash": _hash("prompt", task, reader, i, grid.seed),
+            "n_context_tokens": 1000,
+            "n_question_tokens": 40,
+            "full": full,
+            "compressed": comp,
+            "transition": transition(full_ok, comp_ok),
+            "status": "supported",
+            "reason": "",
+            "seconds": 1.0,
+        }
+        if grid.diagnostics:
+            cw, cc = record["transition"] == "C→W", record["transition"] == "C→C"
+            record["diagnostics"] = _diagnostics(cw, structural, rng, grid.intervention, cw, cc)
+            if cw:
+                record["category"] = categorize(category_row(record["diagnostics"]))
+        out.append(record)
+    return out
+
+
+def cells(grid: Grid) -> Iterable[tuple[tuple[str, str, str, float], list[dict]]]:
+    for task in grid.tasks:
+        for reader in grid.readers:
+            for compressor in grid.compressors:
+                for ratio in grid.ratios:
+                    yield (
+                        (task, reader, compressor, ratio),
+                        cell_records(grid, task, reader, compressor, ratio),
+                    )
+
+
+def controls(records: list[dict]) -> list[dict]:
+    return [
+        {"source_id": r["source_id"], "prompt_hash": r["prompt_hash"], **r["full"]}
+        for r in records
+        if r["full"]
+    ]
+
+
+def jsonl(records: Iterable[dict]) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+
+
+def log_sweep(uri: str, grid: Grid, experiment: str = "kvx") -> str:
+    """Write the grid into an MLflow store like a ``python -m kvx -m`` sweep; returns the sweep id."""
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(experiment)
+    exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
+    n_jobs = len(grid.tasks) * len(grid.readers) * len(grid.compressors) * len(grid.ratios)
+    tags = {tracking.ROLE: "sweep", tracking.PLANNED_JOBS: str(n_jobs)}
+    sweep = client.create_run(exp_id, run_name="sweep synthetic", tags=tags).info.run_id
+    logged: set[str] = set()
+    for (task, reader, compressor, ratio), records in cells(grid):
+        tags = {
+            tracking.ROLE: "cell",
+            tracking.CONFIG_HASH: records[0]["config_hash"],
+            tracking.MLFLOW_PARENT: sweep,
+        }
+        run_id = client.create_run(
+            exp_id, run_name=f"{task}|{reader}|{compressor}@{ratio}", tags=tags
+        ).info.run_id
+        metrics = [Metric(k, float(v), 0, 0) for k, v in cell_metrics(records).items()]
+        client.log_batch(run_id, metrics=metrics)
+        client.log_text(run_id, jsonl(records), "records.jsonl")
+        client.set_terminated(run_id, "FINISHED")
+        split = records[0]["split"]
+        if split not in logged:
+            logged.add(split)
+            tags = {tracking.ROLE: "control", tracking.CONTROL_KEY: split, tracking.MLFLOW_PARENT: sweep}
+            control = client.create_run(exp_id, run_name=f"{task}|{reader}|FullCache", tags=tags).info.run_id
+            client.log_text(control, jsonl(controls(records)), "controls.jsonl")
+            client.set_terminated(control, "FINISHED")
+    client.set_terminated(sweep, "FINISHED")
+    return sweep
