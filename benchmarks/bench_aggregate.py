@@ -68,7 +68,7 @@ def main() -> None:
     wall_b, rss_b, line_b = timed(["--records", str(records), "--out", str(out_b), "--no-log"])
     size = sum(f.stat().st_size for f in records.rglob("*.jsonl")) / 2**20
     print(f"record files: {size:.0f} MiB")
-    print(f"MLflow store (+ export): {wall_a:.1f} s wall, peak RSS {rss_a:.0f} MiB | {line_a}")
+    print(f"MLflow store:            {wall_a:.1f} s wall, peak RSS {rss_a:.0f} MiB | {line_a}")
     print(f"record directory:        {wall_b:.1f} s wall, peak RSS {rss_b:.0f} MiB | {line_b}")
     csvs = sorted(p.name for p in out_a.glob("*.csv"))
     differ = [name for name in csvs if not filecmp.cmp(out_a / name, out_b / name, shallow=False)]

@@ -1,5 +1,5 @@
-"""Capture one full prefill (each layer's attention input and K/V) so every compressor cell can
-reuse it instead of running the context through the model again.
+"""Capture one full prefill (each layer's attention input, rotary embeddings and K/V) so every
+compressor cell can reuse it instead of running the context through the model again.
 
 Captured prefills are kept in a process-wide LRU bounded in bytes: the basic launcher runs
 all cells of a sweep in one process, so a source prefilled for the first cell serves the rest.
@@ -21,12 +21,14 @@ class LayerCapture:
     hidden_states: torch.Tensor  # (1, n, hidden): input of the attention module
     keys: torch.Tensor  # (1, kv_heads, n, head_dim), post-RoPE, as stored in the cache
     values: torch.Tensor
+    #: (cos, sin) this layer's attention received: models mixing layer types (Gemma3's local and
+    #: global layers) rotate each type with its own base, so layer 0's would be wrong elsewhere
+    position_embeddings: tuple[torch.Tensor, torch.Tensor]
 
 
 @dataclass
 class Capture:
     layers: list[LayerCapture]
-    position_embeddings: tuple[torch.Tensor, torch.Tensor]
     cache_position: torch.Tensor
     last_logits: torch.Tensor | None = None
 
@@ -35,11 +37,13 @@ class Capture:
         return int(self.layers[0].keys.shape[2])
 
     def nbytes(self) -> int:
-        total = sum(t.numel() * t.element_size() for t in self.position_embeddings)
-        for layer in self.layers:
-            for t in (layer.hidden_states, layer.keys, layer.values):
-                total += t.numel() * t.element_size()
-        return total
+        """Bytes held, counting once the rotary tensors that layers of one type share."""
+        tensors = {
+            id(t): t
+            for layer in self.layers
+            for t in (layer.hidden_states, layer.keys, layer.values, *layer.position_embeddings)
+        }
+        return sum(t.numel() * t.element_size() for t in tensors.values())
 
     def full_cache(self) -> DynamicCache:
         """The uncompressed cache of this prefill (shares storage: decoding appends new tensors)."""
@@ -70,9 +74,10 @@ def capture_prefill(model: PreTrainedModel, context_ids: torch.Tensor) -> Captur
         for h in handles:
             h.remove()
     layers = [
-        LayerCapture(found[i][0], cache.layers[i].keys, cache.layers[i].values) for i in range(len(modules))
+        LayerCapture(found[i][0], cache.layers[i].keys, cache.layers[i].values, found[i][1])
+        for i in range(len(modules))
     ]
-    return Capture(layers=layers, position_embeddings=found[0][1], cache_position=found[0][2])
+    return Capture(layers=layers, cache_position=found[0][2])
 
 
 class CaptureCache:

@@ -22,6 +22,7 @@ from kvx.aggregate.stats import (
     retention,
     stratified_auroc,
     stratified_auroc_interval,
+    upgrade_interval,
 )
 from kvx.diagnostics.stats import exact_mcnemar
 
@@ -489,3 +490,28 @@ def test_bootstrap_arguments_checked_up_front() -> None:
             paired_bootstrap_difference(x, x, **bad)
         with pytest.raises(ValueError):
             eiv_bootstrap(HAND_R, HAND_D, **bad)
+
+
+# ----------------------------------------------------------------------------- upgrade intervals
+
+
+def test_upgrade_interval_constant_rows_and_floor() -> None:
+    raw = np.array([[0, 0, 0, 0], [1, 1, 1, 1]], dtype=float)  # b - a = 1 on every row
+    comp = np.array([[0, 0, 0, 0], [0.5, 0.5, 0.5, 0.5]])  # b - a = 0.5 on every row
+    boot = upgrade_interval(raw, comp, n_boot=50, seed=3)
+    assert boot.raw == (1.0, 1.0) and boot.comp == (0.5, 0.5) and boot.retention == (0.5, 0.5)
+    assert boot.n_undefined == 0
+    flat = upgrade_interval(np.zeros((2, 4)), comp, n_boot=50, seed=3)  # raw upgrade 0 < 5 pp
+    assert flat.retention == (None, None) and flat.n_undefined == 50
+
+
+def test_upgrade_interval_reproduces_multinomial_row_resampling() -> None:
+    rng = np.random.default_rng(0)
+    raw, comp = rng.integers(0, 2, (2, 30)).astype(float), rng.integers(0, 2, (2, 30)).astype(float)
+    boot = upgrade_interval(raw, comp, n_boot=400, seed=9)
+    w = np.random.default_rng(9).multinomial(30, np.full(30, 1 / 30), size=400) / 30
+    up_raw, up_comp = w @ (raw[1] - raw[0]), w @ (comp[1] - comp[0])
+    assert boot.raw == pytest.approx(tuple(np.percentile(up_raw, [2.5, 97.5])))
+    keep = np.abs(up_raw) >= 0.05
+    assert boot.n_undefined == int((~keep).sum())
+    assert boot.retention == pytest.approx(tuple(np.percentile(up_comp[keep] / up_raw[keep], [2.5, 97.5])))

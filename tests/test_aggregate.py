@@ -21,24 +21,52 @@ FAST = Options(n_splits=200, n_boot=200, seed=1, progress=False)
 
 
 def answer(ok: bool, score: float | None = None) -> dict:
-    return {"output": "yes" if ok else "no", "normalized": "yes" if ok else "no",
-            "score": (1.0 if ok else 0.0) if score is None else score, "correct": ok, "token_ids": [1],
-            "stop_reason": "eos"}  # fmt: skip
+    return {
+        "output": "yes" if ok else "no",
+        "normalized": "yes" if ok else "no",
+        "score": (1.0 if ok else 0.0) if score is None else score,
+        "correct": ok,
+        "token_ids": [1],
+        "stop_reason": "eos",
+    }
 
 
-def rec(task="t", source="s0", reader="r", comp="snapkv", ratio=0.5, full=True, ok=True, status="supported",
-        score=None, diags=None, category=None, text_hash=None) -> dict:  # fmt: skip
+def rec(
+    task="t",
+    source="s0",
+    reader="r",
+    comp="snapkv",
+    ratio=0.5,
+    full=True,
+    ok=True,
+    status="supported",
+    score=None,
+    diags=None,
+    category=None,
+    text_hash=None,
+) -> dict:
     r = {
-        "schema_version": "1", "key": f"{task}/{source}/{reader}@v/{comp}/ratio={ratio}/seed=0", "status": status,
-        "reason": "" if status == "supported" else "why", "task": task, "source_id": source, "reader": reader,
-        "model_revision": "v", "compressor": comp, "seed": 0, "split": f"{task}|{reader}",
+        "schema_version": "1",
+        "key": f"{task}/{source}/{reader}@v/{comp}/ratio={ratio}/seed=0",
+        "status": status,
+        "reason": "" if status == "supported" else "why",
+        "task": task,
+        "source_id": source,
+        "reader": reader,
+        "model_revision": "v",
+        "compressor": comp,
+        "seed": 0,
+        "split": f"{task}|{reader}",
         "setting": {"ratio": ratio, "retained_share": ratio, "method_parameter": {}},
-        "prompt_hash": f"{hash((task, source, reader)) % 16**8:064x}", "n_context_tokens": 10,
-        "n_question_tokens": 2, "full": None if status == "unsupported" else answer(full),
+        "prompt_hash": f"{hash((task, source, reader)) % 16**8:064x}",
+        "n_context_tokens": 10,
+        "n_question_tokens": 2,
+        "full": None if status == "unsupported" else answer(full),
         "compressed": answer(ok, score) if status == "supported" else None,
         "transition": transition(full, ok) if status == "supported" else None,
-        "config_hash": "h", "versions": {},
-    }  # fmt: skip
+        "config_hash": "h",
+        "versions": {},
+    }
     if diags is not None:
         r["diagnostics"] = diags
     if category is not None:
@@ -50,10 +78,24 @@ def rec(task="t", source="s0", reader="r", comp="snapkv", ratio=0.5, full=True, 
 
 def cov(ecov: float | None) -> dict:
     if ecov is None:
-        return {"coverage": {"status": "not_applicable", "values": {}, "reason": "no map", "seconds": 0.0,
-                             "risk": {"err": "lower", "ecov": "lower"}}}  # fmt: skip
-    return {"coverage": {"status": "measured", "values": {"err": ecov, "ecov": ecov}, "reason": "", "seconds": 0.0,
-                         "risk": {"err": "lower", "ecov": "lower"}}}  # fmt: skip
+        return {
+            "coverage": {
+                "status": "not_applicable",
+                "values": {},
+                "reason": "no map",
+                "seconds": 0.0,
+                "risk": {"err": "lower", "ecov": "lower"},
+            }
+        }
+    return {
+        "coverage": {
+            "status": "measured",
+            "values": {"err": ecov, "ecov": ecov},
+            "reason": "",
+            "seconds": 0.0,
+            "risk": {"err": "lower", "ecov": "lower"},
+        }
+    }
 
 
 def write(folder: Path, records: list[dict], name: str = "cell.jsonl") -> Path:
@@ -133,8 +175,10 @@ def test_failure_means_use_only_valid_failure_rows(tmp_path: Path) -> None:
 
 def test_matched_comparison_jaccard_and_intersection_means(tmp_path: Path) -> None:
     records = [rec(source=f"s{i}", ok=i not in (0, 1, 2), diags=cov(0.1 * i)) for i in range(5)]
-    records += [rec(source=f"s{i}", comp="tova", ok=i not in (1, 2, 3), diags=cov(None if i == 2 else 0.5))
-                for i in range(5)]  # fmt: skip
+    records += [
+        rec(source=f"s{i}", comp="tova", ok=i not in (1, 2, 3), diags=cov(None if i == 2 else 0.5))
+        for i in range(5)
+    ]
     row = run(write(tmp_path, records)).tables["matched"].iloc[0]
     assert (row.compressor_a, row.compressor_b, row.intersection, row.union) == ("snapkv", "tova", 2, 4)
     assert row.jaccard == pytest.approx(0.5)
@@ -158,8 +202,10 @@ def test_intervention_report(tmp_path: Path) -> None:
     def iv(**values) -> dict:
         return {"intervention": {"status": "measured", "values": values, "reason": "", "seconds": 0.0}}
 
-    cw = [iv(reproduced=True, repaired_evidence=e, repaired_sham=s) for e, s in
-          [(True, False), (True, False), (True, True), (False, False), (False, True)]]  # fmt: skip
+    cw = [
+        iv(reproduced=True, repaired_evidence=e, repaired_sham=s)
+        for e, s in [(True, False), (True, False), (True, True), (False, False), (False, True)]
+    ]
     cw.append(iv(reproduced=False, repaired_evidence=False, repaired_sham=False))
     records = [rec(source=f"w{i}", ok=False, diags=d) for i, d in enumerate(cw)]
     records += [
@@ -179,8 +225,10 @@ def test_intervention_report(tmp_path: Path) -> None:
 def panel(readers: dict[str, tuple[list[int], list[int]]], **kw) -> list[dict]:
     out = []
     for reader, (raw, comp) in readers.items():
-        out += [rec(source=f"s{i}", reader=reader, full=bool(f), ok=bool(c), **kw)
-                for i, (f, c) in enumerate(zip(raw, comp, strict=True))]  # fmt: skip
+        out += [
+            rec(source=f"s{i}", reader=reader, full=bool(f), ok=bool(c), **kw)
+            for i, (f, c) in enumerate(zip(raw, comp, strict=True))
+        ]
     return out
 
 
@@ -190,8 +238,10 @@ def test_reader_upgrade_audit_by_hand(tmp_path: Path) -> None:
         "mid": ([1, 1, 1, 1, 1, 0, 0, 0, 0, 0], [1, 1, 1, 1, 0, 1, 1, 0, 0, 0]),
         "strong": ([1, 1, 1, 1, 1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1, 0, 0, 0, 0]),
     }
-    t = run(write(tmp_path, panel(readers)), Options(n_splits=200, n_boot=200, seed=1, progress=False,
-                                                      pairs=[("weak", "mid")])).tables  # fmt: skip
+    t = run(
+        write(tmp_path, panel(readers)),
+        Options(n_splits=200, n_boot=200, seed=1, progress=False, pairs=[("weak", "mid")]),
+    ).tables
     pairs = t["audit_pairs"]
     ends = pairs[(pairs.kind == "endpoints") & (pairs.metric == "correct")].iloc[0]
     assert (ends.reader_a, ends.reader_b) == ("weak", "strong")
@@ -271,8 +321,11 @@ def test_missing_cells_and_sources_are_reported(tmp_path: Path) -> None:
         for r in (0.25, 0.5)
     ]
     records = [r for r in records if not (r["compressor"] == "tova" and r["setting"]["ratio"] == 0.5)]
-    records = [r for r in records if not (r["compressor"] == "snapkv" and r["source_id"] == "s2"
-                                          and r["setting"]["ratio"] == 0.5)]  # fmt: skip
+    records = [
+        r
+        for r in records
+        if not (r["compressor"] == "snapkv" and r["source_id"] == "s2" and r["setting"]["ratio"] == 0.5)
+    ]
     result = run(write(tmp_path, records))
     messages = list(problems(result, "expected_cells").message)
     assert any("tova@0.5 is missing" in m for m in messages)
@@ -298,8 +351,17 @@ def test_mlflow_and_exported_directory_give_identical_tables(tmp_path: Path) -> 
     grid = Grid(readers=("smollm2", "gemma3", "tiny"), compressors=("snapkv", "tova", "think"), n_sources=12)
     sweep = log_sweep(uri, grid)
     common = ["--quiet", "--splits", "100", "--boot", "100", "--no-plots"]
-    code = main(["--tracking-uri", uri, "--out", str(tmp_path / "a"), "--export-records", str(tmp_path / "r"),
-                 *common])  # fmt: skip
+    code = main(
+        [
+            "--tracking-uri",
+            uri,
+            "--out",
+            str(tmp_path / "a"),
+            "--export-records",
+            str(tmp_path / "r"),
+            *common,
+        ]
+    )
     assert code == 0
     assert main(["--records", str(tmp_path / "r"), "--out", str(tmp_path / "b"), "--no-log", *common]) == 0
     csvs = sorted(p.name for p in (tmp_path / "a").glob("*.csv"))

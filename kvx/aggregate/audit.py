@@ -25,6 +25,7 @@ from kvx.aggregate.stats import (
     pair_mcnemar,
     rescue_damage,
     retention,
+    upgrade_interval,
 )
 
 PANEL = ["task", "compressor", "setting"]
@@ -101,6 +102,10 @@ def audit(
     rows: pd.DataFrame, declared: list[tuple[str, str]], n_splits: int, n_boot: int, seed: int
 ) -> AuditTables:
     supported = rows[rows["status"] == "supported"]
+    revisions = supported.groupby("reader")["revision"].transform("nunique")
+    # two revisions of one reader are two readers here
+    label = supported["reader"].where(revisions == 1, supported["reader"] + "@" + supported["revision"])
+    supported = supported.assign(reader=label)
     readers_out, pairs_out, panel_out, problems = [], [], [], []
     for keys, group in supported.groupby(PANEL, sort=True):
         names = sorted(group["reader"].unique())
@@ -136,7 +141,7 @@ def audit(
             raw = group.pivot(index="reader", columns="row_id", values=raw_col).loc[names].to_numpy(float)
             comp = group.pivot(index="reader", columns="row_id", values=comp_col).loc[names].to_numpy(float)
             readers_out += _readers(head, names, raw, comp, binary=metric == "correct")
-            pairs_out += _pairs(head, names, raw, comp, declared, binary=metric == "correct")
+            pairs_out += _pairs(head, names, raw, comp, declared, metric == "correct", n_boot, seed)
             panel_out.append(
                 head
                 | _panel(raw, comp, metric == "correct", n_splits, n_boot, seed)
@@ -174,6 +179,8 @@ def _pairs(
     comp: np.ndarray,
     declared: list[tuple[str, str]],
     binary: bool,
+    n_boot: int,
+    seed: int,
 ) -> list[dict]:
     means = raw.mean(axis=1)
     low, high = endpoints(means)
@@ -183,13 +190,21 @@ def _pairs(
     for kind, a, b in wanted:
         up_raw = float(means[b] - means[a])
         up_comp = float(comp[b].mean() - comp[a].mean())
+        boot = upgrade_interval(raw[[a, b]], comp[[a, b]], n_boot=n_boot, seed=seed)
         row = head | {
             "kind": kind,
             "reader_a": names[a],
             "reader_b": names[b],
             "raw_upgrade": up_raw,
+            "raw_upgrade_low": boot.raw[0],
+            "raw_upgrade_high": boot.raw[1],
             "comp_upgrade": up_comp,
+            "comp_upgrade_low": boot.comp[0],
+            "comp_upgrade_high": boot.comp[1],
             "retention": _nan(retention(up_raw, up_comp)),
+            "retention_low": _nan(boot.retention[0]),
+            "retention_high": _nan(boot.retention[1]),
+            "retention_undefined_draws": boot.n_undefined,
         }
         if binary:
             row["mcnemar_raw_p"] = pair_mcnemar(raw[b] == 1.0, raw[a] == 1.0)[2]

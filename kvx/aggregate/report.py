@@ -112,8 +112,10 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "audit",
         "Reader-upgrade audit",
-        "Every reader answers the same rows with raw evidence and with the same stored compressed evidence; "
-        "only rows that every reader completed count (n_rows). gain = compressed − raw mean; rescue = "
+        "Every reader answers the same rows uncompressed (raw = its FullCache answer) and under the same "
+        "compressor setting; a text compressor must have given every reader byte-identical evidence "
+        "(artifact_check, else the panel is refused). Only rows that every reader completed count "
+        "(n_rows). gain = compressed − raw mean; rescue = "
         "raw-wrong answers made right, damage = raw-correct answers made wrong. For a reader pair, "
         "retention = comp_upgrade / raw_upgrade ('endpoints' = lowest vs highest raw reader, 'declared' = "
         "pairs named in the configuration), with exact McNemar p-values under each evidence. excess_flips = "

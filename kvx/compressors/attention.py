@@ -3,7 +3,9 @@
 Transformers sizes one mask for all layers from layer 0's cache length. Presses that leave
 layers with different lengths (PyramidKV) then crash on any multi-token forward. This
 implementation ignores the shared mask (its mask function returns None) and masks each layer
-by its own key length; kvpress's head-mask patch is applied to it like to the built-ins.
+by its own key length, and by the layer's ``sliding_window`` where the model passes one (Gemma3's
+local layers, which kvx leaves whole, so cache rows are positions there as the window assumes);
+kvpress's head-mask patch is applied to it like to the built-ins.
 """
 
 from __future__ import annotations
@@ -33,16 +35,21 @@ def per_layer_causal_sdpa(
     dropout: float = 0.0,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    mask = _causal_mask(query.shape[2], key.shape[2], query.device)
+    mask = _causal_mask(query.shape[2], key.shape[2], query.device, kwargs.get("sliding_window"))
     return sdpa_attention_forward(module, query, key, value, mask, dropout, is_causal=False, **kwargs)
 
 
-def _causal_mask(q_len: int, k_len: int, device: torch.device) -> torch.Tensor | None:
-    if q_len == 1:
+def _causal_mask(q_len: int, k_len: int, device: torch.device, window: int | None) -> torch.Tensor | None:
+    """Bottom-right causal mask, limited to the last ``window`` keys (itself included) when given."""
+    if q_len == 1 and (window is None or k_len <= window):
         return None
     # query i sits at absolute key index (k_len - q_len + i) and sees keys up to it
     rows = torch.arange(q_len, device=device).unsqueeze(1) + (k_len - q_len)
-    return (torch.arange(k_len, device=device).unsqueeze(0) <= rows).view(1, 1, q_len, k_len)
+    cols = torch.arange(k_len, device=device).unsqueeze(0)
+    mask = cols <= rows
+    if window is not None:
+        mask &= cols > rows - window  # transformers' sliding_window_overlay
+    return mask.view(1, 1, q_len, k_len)
 
 
 def per_layer_causal_eager(
@@ -68,7 +75,7 @@ def per_layer_causal_eager(
     if bias is not None:
         n = bias.shape[-1]
         logits[..., :n] = logits[..., :n] + bias.repeat_interleave(groups, dim=0)[:, None, :].to(logits.dtype)
-    mask = _causal_mask(query.shape[2], key.shape[2], query.device)
+    mask = _causal_mask(query.shape[2], key.shape[2], query.device, kwargs.get("sliding_window"))
     if mask is not None:
         logits = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
     weights = torch.softmax(logits, dim=-1, dtype=torch.float32).to(query.dtype)

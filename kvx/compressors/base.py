@@ -53,6 +53,16 @@ class RetainedMap:
     #: per layer, (kv_heads, cache rows): the original position each cache row holds;
     #: None means rows are positions (nothing was evicted, or positions were kept in place)
     rows: list[torch.Tensor] | None = None
+    #: per layer, whether compression touched it; None means every layer. A layer left whole
+    #: (sliding-window layers) holds every position, so its slots stay True in ``mask``.
+    compressed: list[bool] | None = None
+
+    def compressed_slots(self) -> torch.Tensor:
+        """The rows of ``mask`` that belong to layers compression touched (all rows by default)."""
+        if self.compressed is None:
+            return self.mask
+        heads = self.mask.shape[0] // len(self.compressed)
+        return self.mask[torch.tensor(self.compressed).repeat_interleave(heads)]
 
     def cache_rows(self, lengths: list[int], heads: int) -> list[torch.Tensor]:
         """Per layer, (heads, rows) original position of each of the first ``lengths[l]`` cache rows."""

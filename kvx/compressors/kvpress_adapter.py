@@ -29,6 +29,26 @@ def attention_layers(model: PreTrainedModel) -> list[torch.nn.Module]:
     return [layer.self_attn for layer in inner.layers]
 
 
+def compressed_layers(model: PreTrainedModel) -> list[int]:
+    """The layers a press compresses: full-attention ones only, where the config names layer types.
+
+    A sliding-window layer keeps its whole cache, as kvpress does for multimodal Gemma3 (it hooks
+    text-only Gemma3 everywhere): evicting there lets the window reach tokens far outside it, and
+    Gemma-3-270M then answers nothing but a newline.
+    """
+    n_layers = len(attention_layers(model))
+    types = getattr(model.config.get_text_config(), "layer_types", None)
+    if types is None:
+        return list(range(n_layers))
+    return [idx for idx, kind in enumerate(types) if kind == "full_attention"]
+
+
+def compressed_flags(model: PreTrainedModel) -> list[bool]:
+    """Per layer, whether a press compresses it (``RetainedMap.compressed``)."""
+    layers = compressed_layers(model)
+    return [idx in layers for idx in range(len(attention_layers(model)))]
+
+
 def clear_head_masks(model: PreTrainedModel) -> None:
     """Forget AdaKV-style masked key indices left on attention modules by an earlier cache."""
     for module in attention_layers(model):
@@ -47,6 +67,20 @@ class KVPressCompressor(Compressor):
         """The configured press for this ratio."""
 
     def setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
+        """The press's setting with the layers it compresses; the retained share counts the
+        layers left whole (sliding-window ones) as keeping every token."""
+        setting = self.press_setting(ratio, n_context, model)
+        if not setting.supported:
+            return setting
+        layers, n_layers = compressed_layers(model), len(attention_layers(model))
+        setting.method_parameter["compressed_layers"] = layers
+        if setting.retained_share is not None:
+            untouched = n_layers - len(layers)
+            setting.retained_share = (setting.retained_share * len(layers) + untouched) / n_layers
+        return setting
+
+    def press_setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
+        """What the press keeps in each layer it compresses."""
         kept = n_kept(n_context, ratio) if ratio > 0 else n_context
         return Setting(
             ratio=ratio,
@@ -79,13 +113,14 @@ class KVPressCompressor(Compressor):
         press, scores = getattr(self, "_last", (None, {}))
         if not isinstance(press, ScorerPress):
             return RetainedMap("not_applicable", reason=f"{type(press).__name__} is not a ScorerPress")
-        modules = attention_layers(model)
+        modules, layers = attention_layers(model), compressed_layers(model)
         n_positions = cache.layers[0].keys.shape[2] if ratio == 0 else next(iter(scores.values())).shape[-1]
         heads = cache.layers[0].keys.shape[1]
         mask = torch.zeros(len(modules) * heads, n_positions, dtype=torch.bool)
         rows: list[torch.Tensor] = []
         for idx, module in enumerate(modules):
-            if ratio == 0:  # kvpress returns before scoring: everything is kept
+            # kvpress returns before scoring at ratio 0, and layers left whole are never scored
+            if ratio == 0 or idx not in layers:
                 mask[idx * heads : (idx + 1) * heads] = True
                 rows.append(torch.arange(n_positions).expand(heads, -1))
                 continue
@@ -94,11 +129,21 @@ class KVPressCompressor(Compressor):
             kept = layer_scores.topk(k or n_kept(n_positions, ratio), dim=-1).indices  # the press's own top-k
             mask[idx * heads : (idx + 1) * heads].scatter_(1, kept.cpu(), True)
             rows.append(kept.cpu())  # the press gathers cache rows in this order
-        return RetainedMap("measured", mask, rows=rows)
+        return RetainedMap(
+            "measured", mask, rows=rows, compressed=[idx in layers for idx in range(len(modules))]
+        )
 
     def prefill(self, model: PreTrainedModel, context_ids: torch.Tensor, ratio: float) -> Cache:
         clear_head_masks(model)
         press = self._press(ratio)
+        layers = set(compressed_layers(model))
+        hook = press.forward_hook
+
+        def forward_hook(module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> Any:
+            """kvpress hooks every layer of a text-only Gemma3: leave the ones kvx does not compress."""
+            return hook(module, args, kwargs, output) if module.layer_idx in layers else output
+
+        object.__setattr__(press, "forward_hook", forward_hook)  # press(model) registers this attribute
         cache = DynamicCache()
         with press(model):
             model.model(input_ids=context_ids, past_key_values=cache)
@@ -108,13 +153,17 @@ class KVPressCompressor(Compressor):
         clear_head_masks(model)
         press = self._press(ratio)
         press.post_init_from_model(model)
+        layers = set(compressed_layers(model))
         cache = DynamicCache()
         for idx, module in enumerate(attention_layers(model)):
             layer = capture.layers[idx]
+            if idx not in layers:
+                cache.update(layer.keys, layer.values, idx)
+                continue
             keys = layer.keys.clone() if self.mutates_keys else layer.keys
             kwargs = {
                 "hidden_states": layer.hidden_states,
-                "position_embeddings": capture.position_embeddings,
+                "position_embeddings": layer.position_embeddings,
                 "cache_position": capture.cache_position,
                 "past_key_values": cache,
             }

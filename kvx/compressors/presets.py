@@ -23,7 +23,12 @@ from kvpress import (
 )
 
 from kvx.compressors.base import RetainedMap, Setting, n_kept
-from kvx.compressors.kvpress_adapter import KVPressCompressor, attention_layers
+from kvx.compressors.kvpress_adapter import (
+    KVPressCompressor,
+    attention_layers,
+    compressed_flags,
+    compressed_layers,
+)
 
 if TYPE_CHECKING:
     from kvpress.presses.base_press import BasePress
@@ -54,10 +59,10 @@ class SnapKV(KVPressCompressor):
             compression_ratio=ratio, window_size=self.window_size, kernel_size=self.kernel_size
         )
 
-    def setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
+    def press_setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
         if ratio > 0 and n_context <= self.window_size:
             return Setting(ratio, None, self.press_fields(), False, self._short(n_context))
-        return super().setting(ratio, n_context, model)
+        return super().press_setting(ratio, n_context, model)
 
     def _short(self, n_context: int) -> str:
         return f"context of {n_context} tokens is not longer than window_size={self.window_size}"
@@ -90,7 +95,7 @@ class ThinK(KVPressCompressor):
     def build_press(self, ratio: float) -> BasePress:
         return ThinKPress(key_channel_compression_ratio=2 * ratio, window_size=self.window_size)
 
-    def setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
+    def press_setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
         channel_ratio = 2 * ratio
         params = {"window_size": self.window_size, "key_channel_compression_ratio": channel_ratio}
         if channel_ratio > 1:
@@ -118,10 +123,10 @@ class ChunkKV(KVPressCompressor):
     def build_press(self, ratio: float) -> BasePress:
         return ChunkKVPress(press=KnormPress(compression_ratio=ratio), chunk_length=self.chunk_length)
 
-    def setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
+    def press_setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
         complete, rest = divmod(n_context, self.chunk_length)
         if complete == 0 or ratio == 0:
-            return super().setting(ratio, n_context, model)
+            return super().press_setting(ratio, n_context, model)
         n_chunks = complete + (rest > 0)
         kept_chunks = max(1, int(n_chunks * (1 - ratio)))
         # the partial last chunk is kept only when it scores among the top chunks: the exact
@@ -149,7 +154,7 @@ class ChunkKV(KVPressCompressor):
             row[positions] = True
             rows.extend([row] * layer.keys.shape[1])  # ChunkKV keeps the same chunks in every head
             order.append(torch.tensor(positions).expand(layer.keys.shape[1], -1))
-        return RetainedMap("projected", torch.stack(rows), rows=order)
+        return RetainedMap("projected", torch.stack(rows), rows=order, compressed=compressed_flags(model))
 
 
 @dataclass
@@ -166,7 +171,7 @@ class AdaKV(KVPressCompressor):
         )
         return AdaKVPress(press=base, alpha_safeguard=self.alpha_safeguard)
 
-    def setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
+    def press_setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
         if ratio > 0 and n_context <= self.window_size:
             reason = f"context of {n_context} tokens is not longer than window_size={self.window_size}"
             return Setting(ratio, None, self.press_fields(), False, reason)
@@ -186,7 +191,7 @@ class AdaKV(KVPressCompressor):
             if masked is not None:
                 _, head, pos = masked
                 mask[idx * heads + head.cpu(), pos.cpu()] = False
-        return RetainedMap("measured", mask)
+        return RetainedMap("measured", mask, compressed=compressed_flags(model))
 
 
 @dataclass
@@ -206,14 +211,14 @@ class PyramidKV(KVPressCompressor):
             beta=self.beta,
         )
 
-    def setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
+    def press_setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
         if ratio > 0 and n_context <= self.window_size:
             reason = f"context of {n_context} tokens is not longer than window_size={self.window_size}"
             return Setting(ratio, None, self.press_fields(), False, reason)
         if ratio == 0:
-            return super().setting(ratio, n_context, model)
-        press = self.build_press(ratio)
-        budgets = [press.get_layer_budget(m, n_context) for m in attention_layers(model)]
+            return super().press_setting(ratio, n_context, model)
+        press, modules = self.build_press(ratio), attention_layers(model)
+        budgets = [press.get_layer_budget(modules[idx], n_context) for idx in compressed_layers(model)]
         params = {"kept_tokens_per_layer": budgets, **self.press_fields()}
         return Setting(ratio, sum(budgets) / (len(budgets) * n_context), params)
 

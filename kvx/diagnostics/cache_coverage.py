@@ -1,4 +1,10 @@
-"""Coverage diagnostic: slot-averaged ERR and ECov (tau = 0.5) over aligned evidence tokens."""
+"""Coverage diagnostic: slot-averaged ERR and ECov (tau = 0.5) over aligned evidence tokens.
+
+Slots are those of the layers compression touched. A layer left whole (Gemma3's sliding-window
+layers) holds every position, though its window lets only the last ``sliding_window`` be attended;
+no compressor acted on it, so counting it as full coverage would only inflate ERR/ECov.
+``n_slots`` counts the averaged slots, ``n_layers_untouched`` the layers left out.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +33,10 @@ class Coverage(Diagnostic):
         alignment = context.alignment
         if not alignment.ok:
             return DiagnosticResult("not_applicable", reason=f"evidence alignment: {alignment.reason}")
-        values = dict(slot_coverage(retained.mask, alignment.spans, self.tau))
+        slots = retained.compressed_slots()
+        if slots.shape[0] == 0:
+            return DiagnosticResult("not_applicable", reason="compression touched no layer")
+        values: dict[str, float | int] = dict(slot_coverage(slots, alignment.spans, self.tau))
+        values["n_layers_untouched"] = retained.compressed.count(False) if retained.compressed else 0
         values["evidence_share"] = values["evidence_tokens"] / retained.mask.shape[1]
         return DiagnosticResult(retained.status, values)  # type: ignore[arg-type]
