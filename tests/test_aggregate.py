@@ -392,10 +392,15 @@ def test_stale_sweeps_and_unfinished_jobs_are_reported(tmp_path: Path) -> None:
     exp = client.get_experiment_by_name("kvx").experiment_id
     crashed = client.create_run(exp, tags={tracking.ROLE: "sweep", tracking.PLANNED_JOBS: "4"}).info.run_id
     client.create_run(exp, tags={tracking.ROLE: "cell", tracking.MLFLOW_PARENT: crashed})  # left RUNNING
-    source = MlflowSource(uri, ["kvx"], [crashed], close_stale=True)
-    result = analyse(source, FAST)
+    cell = client.search_runs(
+        [exp], f"tags.`{tracking.MLFLOW_PARENT}` = '{sweep}' and tags.`kvx.role` = 'cell'"
+    )[0]
+    client.log_metric(cell.info.run_id, "n_cw", 99)  # a logged count the records do not regenerate
+    result = analyse(MlflowSource(uri, ["kvx"], [crashed], close_stale=True), FAST)
     checks = {p.check for p in result.problems}
     assert {"stale_parent", "unfinished_run", "expected_cells"} <= checks
+    counts = [p for p in analyse(MlflowSource(uri, ["kvx"], [sweep]), FAST).problems if p.check == "counts"]
+    assert len(counts) == 1 and counts[0].run == cell.info.run_id and "logged n_cw=99" in counts[0].message
     assert client.get_run(crashed).info.status == "KILLED"
     assert client.get_run(sweep).info.status == "FINISHED"
 

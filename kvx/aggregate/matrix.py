@@ -11,19 +11,10 @@ import numpy as np
 import pandas as pd
 
 from kvx.aggregate.rows import Metric
+from kvx.diagnostics.categories import CATEGORIES
 
 CELL = ["task", "reader", "compressor", "setting"]
 TRANSITIONS = {"n_cc": "C→C", "n_cw": "C→W", "n_wc": "W→C", "n_ww": "W→W"}
-CATEGORIES = (
-    "low_mapped_coverage",
-    "partial_mapped_coverage",
-    "high_mapped_coverage_drift",
-    "structural_position_drift",
-    "low_ear_candidate",
-    "decoding_scoring_candidate",
-    "conflicting",
-    "ambiguous",
-)
 UNCATEGORIZED = "not_categorized"  # C→W rows whose run had no diagnostics: counted, never guessed
 POOLED = "pooled"
 

@@ -16,20 +16,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvx import tracking
+from kvx.diagnostics.attention_access import Attention
+from kvx.diagnostics.cache_coverage import Coverage
 from kvx.diagnostics.categories import categorize, category_row
+from kvx.diagnostics.likelihood import Likelihood
 from kvx.records import SCHEMA_VERSION, cell_metrics, transition
 
 RISK = {
-    "coverage": {"err": "lower", "ecov": "lower"},
-    "likelihood": {
-        "delta_nll": "higher",
-        "gpr": "lower",
-        "kl": "higher",
-        "top50": "lower",
-        "rank_shift_first": "higher",
-        "rank_shift_mean": "higher",
-    },
-    "attention": {"ear": "lower", "eam_comp": "lower", "neae_comp": "lower"},
+    name: cls.risk
+    for name, cls in (("coverage", Coverage), ("likelihood", Likelihood), ("attention", Attention))
 }
 
 

@@ -181,28 +181,15 @@ def _check_counts(batch: Batch, records: list[dict[str, Any]], out: Validated) -
     """The run's logged counts must regenerate from its records and sum to their totals."""
     counts = cell_metrics(records)
     logged = batch.logged or {}
-    for name in COUNT_KEYS:
-        if name in logged and logged[name] != counts[name]:
-            out.problems.append(
-                Problem(
-                    "counts",
-                    "error",
-                    batch.origin,
-                    "",
-                    f"logged {name}={logged[name]:g} but the records give {counts[name]}",
-                )
-            )
+    found = [
+        f"logged {name}={logged[name]:g} but the records give {counts[name]}"
+        for name in COUNT_KEYS
+        if name in logged and logged[name] != counts[name]
+    ]
     transitions = counts["n_cc"] + counts["n_cw"] + counts["n_wc"] + counts["n_ww"]
     if transitions != counts["n_supported"]:
-        out.problems.append(
-            Problem(
-                "counts",
-                "error",
-                batch.origin,
-                "",
-                f"transitions sum to {transitions}, supported records are {counts['n_supported']}",
-            )
-        )
+        found.append(f"transitions sum to {transitions}, supported records are {counts['n_supported']}")
+    out.problems.extend(Problem("counts", "error", batch.origin, "", message) for message in found)
 
 
 def cross_check(
