@@ -36,10 +36,9 @@ def compressed_layers(model: PreTrainedModel) -> list[int]:
     text-only Gemma3 everywhere): evicting there lets the window reach tokens far outside it, and
     Gemma-3-270M then answers nothing but a newline.
     """
-    n_layers = len(attention_layers(model))
     types = getattr(model.config.get_text_config(), "layer_types", None)
     if types is None:
-        return list(range(n_layers))
+        return list(range(len(attention_layers(model))))
     return [idx for idx, kind in enumerate(types) if kind == "full_attention"]
 
 
@@ -74,8 +73,8 @@ class KVPressCompressor(Compressor):
             return setting
         layers, n_layers = compressed_layers(model), len(attention_layers(model))
         setting.method_parameter["compressed_layers"] = layers
-        if setting.retained_share is not None:
-            untouched = n_layers - len(layers)
+        untouched = n_layers - len(layers)
+        if setting.retained_share is not None and untouched:
             setting.retained_share = (setting.retained_share * len(layers) + untouched) / n_layers
         return setting
 
@@ -114,7 +113,8 @@ class KVPressCompressor(Compressor):
         if not isinstance(press, ScorerPress):
             return RetainedMap("not_applicable", reason=f"{type(press).__name__} is not a ScorerPress")
         modules, layers = attention_layers(model), compressed_layers(model)
-        n_positions = cache.layers[0].keys.shape[2] if ratio == 0 else next(iter(scores.values())).shape[-1]
+        # nothing scored (ratio 0, or no layer compressed): layer 0 holds every position
+        n_positions = next(iter(scores.values())).shape[-1] if scores else cache.layers[0].keys.shape[2]
         heads = cache.layers[0].keys.shape[1]
         mask = torch.zeros(len(modules) * heads, n_positions, dtype=torch.bool)
         rows: list[torch.Tensor] = []
@@ -129,9 +129,7 @@ class KVPressCompressor(Compressor):
             kept = layer_scores.topk(k or n_kept(n_positions, ratio), dim=-1).indices  # the press's own top-k
             mask[idx * heads : (idx + 1) * heads].scatter_(1, kept.cpu(), True)
             rows.append(kept.cpu())  # the press gathers cache rows in this order
-        return RetainedMap(
-            "measured", mask, rows=rows, compressed=[idx in layers for idx in range(len(modules))]
-        )
+        return RetainedMap("measured", mask, rows=rows, compressed=compressed_flags(model))
 
     def prefill(self, model: PreTrainedModel, context_ids: torch.Tensor, ratio: float) -> Cache:
         clear_head_masks(model)
