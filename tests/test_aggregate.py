@@ -247,6 +247,8 @@ def test_reader_upgrade_audit_by_hand(tmp_path: Path) -> None:
     assert (ends.reader_a, ends.reader_b) == ("weak", "strong")
     assert ends.raw_upgrade == pytest.approx(0.8) and ends.comp_upgrade == pytest.approx(0.1)
     assert ends.retention == pytest.approx(0.1 / 0.8)
+    assert ends.raw_upgrade_low <= ends.raw_upgrade <= ends.raw_upgrade_high
+    assert ends.retention_low <= ends.retention_high and ends.retention_undefined_draws >= 0
     declared = pairs[(pairs.kind == "declared") & (pairs.metric == "correct")].iloc[0]
     assert declared.retention == pytest.approx(0.1 / 0.4)
     weak = t["audit_readers"].query("reader == 'weak' and metric == 'correct'").iloc[0]

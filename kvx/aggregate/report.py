@@ -231,10 +231,10 @@ def _kind(name: str, column: pd.Series) -> str:
         return "text"
     if _P_VALUE.search(name):
         return "p"
+    if _COUNT.search(name) or is_integer_dtype(column):  # before percent: retention_undefined_draws
+        return "count"
     if _PERCENT.search(name):
         return "percent"
-    if _COUNT.search(name) or is_integer_dtype(column):
-        return "count"
     return "float"
 
 
