@@ -49,9 +49,12 @@ def build_cell(cfg: DictConfig) -> tuple[Cell, Any, dict[str, str]]:
     reader.validate()
     if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, int):
         raise ConfigError(f"seed={cfg.seed!r} must be an integer")
+    task = instantiate(cfg, "task")
+    task.validate()
+    task_budget = type(task).max_new_tokens
     cell = Cell(
         task_name=names["task"],
-        task=instantiate(cfg, "task"),
+        task=task,
         reader_name=names["reader"],
         press_name=names["press"],
         compressor=compressor,
@@ -59,7 +62,7 @@ def build_cell(cfg: DictConfig) -> tuple[Cell, Any, dict[str, str]]:
         seed=cfg.seed,
         n_sources=_positive_int(cfg, "n_sources"),
         context_tokens=_positive_int(cfg, "context_tokens"),
-        max_new_tokens=_positive_int(cfg, "max_new_tokens"),
+        max_new_tokens=task_budget if cfg.max_new_tokens is None else _positive_int(cfg, "max_new_tokens"),
         query_aware=bool(cfg.query_aware),
         diagnostics=[(n, registry("diagnostic").get(n)()) for n in _names(cfg, "diagnostics")],
     )

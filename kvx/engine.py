@@ -24,7 +24,7 @@ from transformers import Cache, DynamicCache, QuantizedCache
 from kvx.capture import Capture, CaptureCache, capture_prefill
 from kvx.compressors import attention
 from kvx.compressors.base import Compressor, RetainedMap, Setting
-from kvx.compressors.kvpress_adapter import clear_head_masks
+from kvx.compressors.kvpress_adapter import attention_layers, clear_head_masks
 from kvx.controls import ControlStore, control_key
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
 from kvx.diagnostics.categories import categorize, category_row
@@ -36,6 +36,18 @@ from kvx.records import SCHEMA_VERSION, transition, validate
 from kvx.tasks.base import Source, Task
 
 FULL_SIDE_KEPT = 256  # FullCache-side diagnostic results kept (reference logits: T x vocab floats each)
+SHARED_CONTEXTS_KEPT = 16  # compressed contexts kept for reuse by later sources with the same context
+
+
+@dataclass
+class SharedContext:
+    """A compressed context as compression left it: the layers' K/V, the retained-position map
+    and any per-head masks the compressor set on the model (AdaKV), so a later source with the
+    same context and compressor decodes from it without compressing again."""
+
+    layers: list[tuple[torch.Tensor, torch.Tensor]]
+    retained: RetainedMap | None
+    head_masks: list[Any]
 
 
 @dataclass
@@ -78,6 +90,10 @@ class Engine:
         self.prefills = 0  # context prefills actually run by this process
         #: FullCache-side diagnostic results per (diagnostic, prompt, reference): the same for every cell
         self.full_side: OrderedDict[str, Any] = OrderedDict()
+        #: compressed contexts shared by sources (one catalog, many requests): built once per
+        #: (context, compressor config, ratio) when the compressor does not see the question
+        self.shared_contexts: OrderedDict[tuple[str, str, float], SharedContext] = OrderedDict()
+        self.compressions = 0  # compressor runs actually done (fast or hook path)
 
     def sources(self, cell: Cell, reader: LoadedReader) -> list[Source]:
         key = repr(
@@ -124,7 +140,7 @@ class Engine:
 
     def _answer(self, gen: Generation, source: Source, task: Task) -> dict[str, Any]:
         score = float(task.score(gen.text, source))
-        return {
+        answer = {
             "output": gen.text,
             "normalized": task.normalize(gen.text),
             "score": score,
@@ -132,6 +148,12 @@ class Engine:
             "token_ids": gen.token_ids,
             "stop_reason": gen.stop_reason,
         }
+        metrics, details = task.metrics(gen.text, source), task.details(gen.text, source)
+        if metrics:
+            answer["metrics"] = {k: float(v) for k, v in metrics.items()}
+        if details:
+            answer["details"] = details
+        return answer
 
     def control(self, cell: Cell, reader: LoadedReader, source: Source, prompt: Prompt, split: str) -> dict:
         key = control_key(split=split, prompt=prompt_hash(prompt), source=source.digest())
@@ -165,7 +187,8 @@ class Engine:
         capture = self._capture(reader, prefill_ids) if comp.fast_path else None
         run = CompressedRun(self, cell, reader, prefill_ids, feed, capture)
         cache = run.build()
-        run.retained = comp.retained_map(model, cache, capture, cell.ratio)
+        if run.retained is None:
+            run.retained = comp.retained_map(model, cache, capture, cell.ratio)
         start = prefill_ids.shape[1] if cell.query_aware else n_ctx
         if comp.decode_from_cache_length:
             start = cache.get_seq_length()
@@ -192,6 +215,8 @@ class Engine:
             "config_hash": config_hash,
             "versions": versions(),
         }
+        if type(cell.task).contrast:  # self-describing: which metric each string anchor stands in for
+            base["contrast"] = dict(type(cell.task).contrast)
         records = []
         sources = self.sources(cell, reader)
         label = f"{cell.press_name}@{cell.ratio}"
@@ -282,14 +307,40 @@ class CompressedRun:
         self._lengths: list[int] = []
         self._quantized: list[object] = []
 
+    def _shared_key(self) -> tuple[str, str, float] | None:
+        """Sources share a compressed context when the compressor never sees their question."""
+        if self.cell.query_aware:
+            return None
+        ids = self.prefill_ids.detach().cpu().to(torch.int64).numpy().tobytes()
+        return hashlib.sha256(ids).hexdigest(), repr(self.cell.compressor), self.cell.ratio
+
     def build(self) -> Cache:
         comp, model = self.cell.compressor, self.reader.model
-        with attn_implementation(model, comp.attn_implementation):
-            if self.capture is not None:
-                cache = comp.compress_captured(model, self.capture, self.cell.ratio)
-            else:
-                self.engine.prefills += 1
-                cache = comp.prefill(model, self.prefill_ids, self.cell.ratio)
+        key = self._shared_key()
+        shared = self.engine.shared_contexts.get(key) if key else None
+        if shared is not None:
+            self.engine.shared_contexts.move_to_end(key)
+            cache = DynamicCache()
+            for idx, (k, v) in enumerate(shared.layers):  # shares storage: decoding appends new tensors
+                cache.update(k, v, idx)
+            for module, mask in zip(attention_layers(model), shared.head_masks):
+                module.masked_key_indices = mask
+            self.retained = shared.retained
+        else:
+            self.engine.compressions += 1
+            with attn_implementation(model, comp.attn_implementation):
+                if self.capture is not None:
+                    cache = comp.compress_captured(model, self.capture, self.cell.ratio)
+                else:
+                    self.engine.prefills += 1
+                    cache = comp.prefill(model, self.prefill_ids, self.cell.ratio)
+            if key is not None and type(cache) is DynamicCache:  # quantized caches change as they decode
+                self.retained = comp.retained_map(model, cache, self.capture, self.cell.ratio)
+                masks = [getattr(m, "masked_key_indices", None) for m in attention_layers(model)]
+                layers = [(layer.keys, layer.values) for layer in cache.layers]
+                self.engine.shared_contexts[key] = SharedContext(layers, self.retained, masks)
+                while len(self.engine.shared_contexts) > SHARED_CONTEXTS_KEPT:
+                    self.engine.shared_contexts.popitem(last=False)
         self._lengths = [cache.get_seq_length(i) for i in range(len(cache.layers))]
         self._quantized = [getattr(layer, "_quantized_keys", None) for layer in cache.layers]
         # Layers left with different lengths (PyramidKV budgets, ChunkKV's partial chunk) break the

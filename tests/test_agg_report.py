@@ -95,6 +95,20 @@ def _audit_readers() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+def _contrast() -> pd.DataFrame:
+    from kvx.aggregate.contrast import COLUMNS
+
+    rows = [
+        ["tool_call", "smollm2", "snapkv", "0.25", 0.25, "name_substring", "schema_valid", 8, 1.0, 1.0, 1.0,
+         0.8, 0.6, 0.75],
+        ["tool_call", "smollm2", "snapkv", "0.5", 0.5, "name_substring", "schema_valid", 8, 1.0, 0.9, 0.9,
+         0.8, 0.2, 0.25],
+        ["tool_call", "smollm2", "tova", "0.5", 0.5, "name_substring", "schema_valid", 8, 1.0, 1.0, 1.0,
+         0.0, 0.0, NAN],
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
 def _intervention_empty() -> pd.DataFrame:
     cols = ["task", "reader", "compressor", "setting", "n_cw_rows", "n_reproduced", "repaired_evidence",
             "repaired_sham", "repair_rate_evidence", "repair_rate_sham", "paired_diff", "diff_ci_low",
@@ -121,6 +135,7 @@ def tables() -> dict[str, pd.DataFrame]:
         "intervention": _intervention_empty(),
         "audit_readers": _audit_readers(),
         "audit_pairs": pd.DataFrame(),
+        "contrast": _contrast(),
         "problems": _problems(),
     }
 

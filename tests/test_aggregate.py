@@ -421,3 +421,19 @@ def test_cli_errors_and_strict(tmp_path: Path, capsys: pytest.CaptureFixture[str
 def test_synthetic_records_follow_the_schema() -> None:
     for r in cell_records(Grid(compressors=("think",)), "ruler_niah_single", "smollm2", "think", 0.25):
         validate(r)
+
+
+def test_contrast_keeps_anchor_and_structural_shares_by_hand(tmp_path: Path) -> None:
+    records = []
+    for i, (anchor, structural) in enumerate([(1.0, 0.0), (1.0, 1.0), (0.0, 0.0)]):
+        r = rec(source=f"s{i}", ok=bool(structural))
+        r["contrast"] = {"name_substring": "schema_valid"}
+        r["full"]["metrics"] = {"name_substring": 1.0, "schema_valid": 1.0 if i < 2 else 0.0}
+        r["compressed"]["metrics"] = {"name_substring": anchor, "schema_valid": structural}
+        records.append(r)
+    row = run(write(tmp_path, records)).tables["contrast"].iloc[0]
+    assert (row.anchor, row.structural, row.n) == ("name_substring", "schema_valid", 3)
+    assert row.anchor_full == pytest.approx(1.0) and row.anchor_comp == pytest.approx(2 / 3)
+    assert row.anchor_kept == pytest.approx(2 / 3)
+    assert row.structural_full == pytest.approx(2 / 3) and row.structural_comp == pytest.approx(1 / 3)
+    assert row.structural_kept == pytest.approx(0.5)

@@ -144,3 +144,40 @@ def test_answers_match_kvpress_pipeline_token_for_token(tiny, engine, comp, pres
         with torch.inference_mode():
             got = engine.compressed(c, tiny, prompt)[0].text
         assert got == expected
+
+
+@dataclass
+class SharedCatalog(NiahSingle):
+    """Every source asks a different question about ONE context (a tool catalog's shape)."""
+
+    def sources(self, n, seed, context_tokens, count_tokens):
+        base = super().sources(1, seed, context_tokens, count_tokens)[0]
+        return [
+            type(base)(f"shared_{i}", base.context, f"{base.question} ({i})", base.answers, base.evidence)
+            for i in range(n)
+        ]
+
+
+@pytest.mark.parametrize("name", ["snapkv", "tova", "streaming_llm"])
+def test_a_shared_context_is_compressed_once_and_decodes_as_if_compressed_per_source(
+    tiny, tmp_path, monkeypatch, name
+):
+    import kvx.engine as engine_module
+
+    comp = registry("compressor").get(name)(**({"window_size": 16} if name == "snapkv" else {}))
+    c = cell(name, comp, 0.5, task=SharedCatalog(), n_sources=4)
+    shared = Engine(tmp_path / "a", 2**28)
+    records = shared.run_cell(c, tiny, "h", progress=False)
+    assert shared.prefills == 1 and shared.compressions == 1  # one catalog: one prefill, one compression
+    monkeypatch.setattr(engine_module, "SHARED_CONTEXTS_KEPT", 0)  # the same run, compressing per source
+    alone = Engine(tmp_path / "b", 2**28)
+    again = alone.run_cell(c, tiny, "h", progress=False)
+    assert alone.compressions == 4
+    assert [r["compressed"]["token_ids"] for r in records] == [r["compressed"]["token_ids"] for r in again]
+    assert [r["status"] for r in records] == ["supported"] * 4
+
+
+def test_query_aware_compression_is_never_shared(tiny, engine):
+    c = cell("snapkv", SnapKV(window_size=16), 0.5, task=SharedCatalog(), n_sources=3, query_aware=True)
+    engine.run_cell(c, tiny, "h", progress=False)
+    assert engine.compressions == 3 and not engine.shared_contexts

@@ -14,6 +14,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from kvx.aggregate.audit import audit
+from kvx.aggregate.contrast import contrast
 from kvx.aggregate.intervention import intervention
 from kvx.aggregate.matched import matched
 from kvx.aggregate.matrix import categories, failures, matrix
@@ -74,6 +75,7 @@ def analyse(source: Source, options: Options) -> Result:
         tables["matched"] = matched(rows, metrics)
         tables["separation"] = separation(rows, metrics, options.n_boot, options.seed)
         tables["intervention"] = intervention(rows, options.n_boot, options.seed)
+        tables["contrast"] = contrast(rows, validated.contrasts)
         audited = audit(rows, options.pairs, options.n_splits, options.n_boot, options.seed)
         tables["audit_readers"], tables["audit_pairs"], tables["audit_panel"] = (
             audited.readers,

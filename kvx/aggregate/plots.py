@@ -170,12 +170,52 @@ def reader_scaling(audit_readers: pd.DataFrame, out: Path) -> list[Path]:
     return paths
 
 
+def contrast_plot(contrast: pd.DataFrame, out: Path) -> list[Path]:
+    """kv-exec-bench's contrast per task x reader x pair: the share of its FullCache value each
+    metric keeps across settings, string anchor dashed next to its structural metric solid."""
+    if contrast.empty:
+        return []
+    paths = []
+    for key, group in _groups(contrast, ["task", "reader", "anchor", "structural"]):
+        task, reader, anchor, structural = key
+        fig, (ax,) = _figure(6.5, 4.5)
+        for i, (compressor, rows) in enumerate(group.sort_values("ratio").groupby("compressor", sort=True)):
+            color = _LINE_COLORS[i % len(_LINE_COLORS)]
+            ax.plot(
+                rows["ratio"],
+                rows["structural_kept"],
+                marker="o",
+                color=color,
+                label=f"{compressor}: {structural}",
+            )
+            ax.plot(
+                rows["ratio"],
+                rows["anchor_kept"],
+                marker="s",
+                linestyle="--",
+                color=color,
+                label=f"{compressor}: {anchor}",
+            )
+        ax.axhline(1.0, color="gray", linewidth=0.8, linestyle=":")
+        ax.set_xlabel("compression ratio (share of the cache removed)")
+        ax.set_ylabel("share of the FullCache value kept")
+        ax.set_title(f"{task} · {reader}: {anchor} (dashed) vs {structural} (solid)", fontsize=10)
+        ax.legend(fontsize=7, loc="lower left")
+        ax.grid(alpha=0.3)
+        paths.append(_save(fig, out / f"{_slug('contrast', *key)}.png"))
+    return paths
+
+
+_LINE_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
+
+
 PLOTS: dict[str, tuple[str, Callable[[pd.DataFrame, Path], list[Path]]]] = {
     "heatmaps": ("matrix", heatmaps),
     "jaccard_heatmap": ("matched", jaccard_heatmap),
     "category_bars": ("categories", category_bars),
     "forest_plot": ("separation", forest_plot),
     "reader_scaling": ("audit_readers", reader_scaling),
+    "contrast_plot": ("contrast", contrast_plot),
 }
 
 

@@ -27,7 +27,10 @@ MAX_HTML_ROWS = 2000  # the CSV always holds every row; this keeps report.html o
 
 # Column kinds by name: the analysis frames store fractions in [0, 1] under these tokens.
 _P_VALUE = re.compile(r"(^p$|^p_|_p$|_pvalue$)")
-_PERCENT = re.compile(r"(^|_)(rate|share|quality|accuracy|retention|rescue|damage|reversal|excess)(_|$)")
+_PERCENT = re.compile(
+    r"(^|_)(rate|share|quality|accuracy|retention|rescue|damage|reversal|excess|kept)(_|$)"
+    r"|^(anchor|structural)_(full|comp)$"
+)
 _COUNT = re.compile(
     r"(^n_|_n$|_draws$|^(rows|intersection|union|eligible_pairs|evidence_only|sham_only)$|^(repaired|degraded)_)"
 )
@@ -108,6 +111,18 @@ SECTIONS: tuple[Section, ...] = (
         (),
         ("intervention",),
         "no intervention records in the selected runs",
+    ),
+    Section(
+        "contrast",
+        "Anchors vs structural metrics",
+        "For tasks that declare them (tool_call: name_substring vs schema_valid; code_exec: edit_sim vs "
+        "pass), each string anchor is shown next to the structural or executable metric it stands in for: "
+        "its FullCache mean (_full), compressed mean (_comp) and the share kept (_kept = comp / full, N/A "
+        "when the FullCache mean is 0), over the n supported records where both are defined. An anchor that "
+        "keeps ~100% while its structural metric falls is damage a string-only score reports as lossless.",
+        ("contrast_plot",),
+        ("contrast",),
+        "no task in the selected runs declares an anchor/structural pair",
     ),
     Section(
         "audit",

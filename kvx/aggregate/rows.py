@@ -114,6 +114,9 @@ def project(
             if declared.setdefault((diag, value), direction) != direction:
                 conflicts.add((diag, value))
             row[f"{diag}.{value}"] = _number(result.get("values", {}).get(value)) if ok else NAN
+    for prefix, answer in (("full_m.", full), ("comp_m.", comp)):
+        for name, value in (answer.get("metrics") or {}).items():
+            row[prefix + name] = _number(value)
     iv = diags.get("intervention") or {}
     iv_ok = iv.get("status") in VALID
     for name in INTERVENTION_FIELDS:

@@ -90,6 +90,7 @@ class Validated:
     versions: Counter = field(default_factory=Counter)
     declared: dict[tuple[str, str], str] = field(default_factory=dict)  # (diagnostic, value) -> direction
     conflicts: set[tuple[str, str]] = field(default_factory=set)
+    contrasts: dict[str, dict[str, str]] = field(default_factory=dict)  # task -> anchor -> structural
     n_records: int = 0
 
     def metrics(self) -> list[Metric]:
@@ -148,6 +149,7 @@ def check_batch(batch: Batch, out: Validated) -> None:
         valid_records.append(record)
         if not fatal:
             rows.append(project(record, batch.origin, batch.sweep, out.declared, out.conflicts))
+            out.contrasts.setdefault(record["task"], {}).update(record.get("contrast") or {})
     if batch.logged is not None and len(valid_records) == out.n_records - before:
         _check_counts(batch, valid_records, out)  # only when every record could be read
     if rows:

@@ -55,6 +55,27 @@ class Task(ABC):
     def score(self, prediction: str, source: Source) -> float:
         """Score in [0, 1]; 1.0 means fully correct."""
 
+    #: decoding budget when the run does not set ``max_new_tokens`` (short answers by default)
+    max_new_tokens: ClassVar[int] = 24
+    #: string anchor -> the structural metric it stands in for (names from ``metrics``); the aggregate
+    #: shows each pair side by side with the share each keeps relative to FullCache
+    contrast: ClassVar[dict[str, str]] = {}
+
+    def validate(self) -> None:
+        """Raise ``kvx.errors.ConfigError`` for a setting that cannot run, before any model loads."""
+
+    def metrics(self, prediction: str, source: Source) -> dict[str, float]:
+        """Per-answer metrics beyond ``score`` (name -> number in [0, 1]), stored with the answer.
+
+        The aggregate tabulates them per cell, e.g. a string anchor next to a structural metric.
+        Called once per answer after ``score``; tasks whose evaluation is costly memoize it.
+        """
+        return {}
+
+    def details(self, prediction: str, source: Source) -> dict[str, Any]:
+        """Non-numeric facts about the evaluation (e.g. an execution outcome and its reason)."""
+        return {}
+
     def normalize(self, prediction: str) -> str:
         """The scorer's view of a prediction (stored in records next to the raw output)."""
         return prediction.strip()

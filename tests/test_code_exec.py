@@ -1,0 +1,184 @@
+"""code_exec: code extraction, program assembly, edit_sim, outcome scoring and the opt-in gate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from kvx.errors import ConfigError
+from kvx.tasks.base import Source
+from kvx.tasks.code_exec import CodeExec, assemble, completion_code, edit_sim, extract_code, problems
+
+PROMPT = 'from typing import List\n\n\ndef total(xs: List[int]) -> int:\n    """Sum of xs."""\n'
+TEST = "\n\ndef check(candidate):\n    assert candidate([1, 2]) == 3\n"
+BODY = "    return sum(xs)\n"
+SOURCE = Source(
+    id="HumanEval_x",
+    context=PROMPT,
+    question="q",
+    answers=[BODY],
+    metadata={"task_id": "HumanEval/x", "entry_point": "total", "test": TEST, "prompt": PROMPT},
+)
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+@dataclass(frozen=True)
+class FakeOutcome:
+    status: str
+    reason: str
+    seconds: float = 0.25
+    exit_code: int | None = None
+    isolation: tuple[str, ...] = ("tempdir", "rlimits")
+
+
+@dataclass
+class FakeExecutor:
+    """Same ``run`` as ``kvx.executor.Executor``; records the programs it is given."""
+
+    status: str
+    programs: list[str] = field(default_factory=list)
+
+    def run(self, program: str) -> FakeOutcome:
+        self.programs.append(program)
+        return FakeOutcome(self.status, f"{self.status} reason", exit_code=0 if self.status == "pass" else 1)
+
+
+def task_with(status: str) -> tuple[CodeExec, FakeExecutor]:
+    task, fake = CodeExec(), FakeExecutor(status)
+    task._executor, task._enabled_by = fake, "env"  # what ``executor()`` would have built
+    return task, fake
+
+
+@pytest.mark.parametrize(
+    ("output", "code"),
+    [
+        ("Here you go:\n```python\ndef f():\n    pass\n```\nDone.", "def f():\n    pass\n"),
+        ("```\n    return 1\n```", "    return 1\n"),
+        ("```py\nx = 1\n```\n```python\ny = 2\n```", "x = 1\n"),  # the first block only
+        ("```python\ndef f():\n    return [", "def f():\n    return ["),  # cut off by the token budget
+        ("    return 1\n\nsome prose", "    return 1\n\nsome prose"),  # no fence: verbatim
+    ],
+)
+def test_extract_code(output, code):
+    assert extract_code(output) == code
+
+
+def test_assemble_body_completion_appends_to_the_prompt():
+    program = assemble(BODY, PROMPT, TEST, "total")
+    assert program == PROMPT + BODY + "\n\n" + TEST + "\n\ncheck(total)\n"
+
+
+def test_assemble_full_function_keeps_the_prompt_head_and_dedents():
+    output = "Sure:\n```python\n  def total(xs):\n      return sum(xs)\n```\nIt sums."
+    program = assemble(output, PROMPT, TEST, "total")
+    head = "from typing import List\n\n\n"
+    assert program == head + "def total(xs):\n    return sum(xs)\n" + "\n\n" + TEST + "\n\ncheck(total)\n"
+
+
+def test_assemble_full_function_keeps_helper_code_above_the_entry_point():
+    prompt = 'def helper(s):\n    return s\n\n\ndef main(s):\n    """Doc."""\n'
+    program = assemble("def main(s):\n    return helper(s)\n", prompt, TEST, "main")
+    assert program.startswith("def helper(s):\n    return s\n\n\ndef main(s):\n    return helper(s)\n")
+
+
+def test_completion_code_is_the_body_the_canonical_solution_stands_for():
+    full = '```python\ndef total(xs):\n    """Doc."""\n    return sum(xs)\n\nprint(total([1]))\n```'
+    assert completion_code(full, "total") == "    return sum(xs)\n"
+    assert completion_code("def total(xs:\n    return", "total") == "def total(xs:\n    return"
+    assert completion_code(BODY, "total") == BODY
+
+
+def test_edit_sim_is_difflib_ratio_against_the_canonical_solution():
+    # "    return sum(ys)\n" vs "    return sum(xs)\n": 18 of 19 characters match -> 2*18/38
+    assert edit_sim("    return sum(ys)\n", SOURCE) == pytest.approx(18 / 19)
+    assert edit_sim("```python\ndef total(xs):\n    return sum(xs)\n```", SOURCE) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("status", "score"),
+    [("pass", 1.0), ("fail", 0.0), ("timeout", 0.0), ("memory_limit", 0.0), ("crash", 0.0)],
+)
+def test_outcome_scores_and_runs_once(status, score):
+    task, fake = task_with(status)
+    assert task.score(BODY, SOURCE) == score
+    assert task.metrics(BODY, SOURCE) == {"pass": score, "edit_sim": 1.0}
+    assert task.details(BODY, SOURCE) == {
+        "outcome": status,
+        "reason": f"{status} reason",
+        "seconds": 0.25,
+        "exit_code": 0 if status == "pass" else 1,
+        "isolation": ["tempdir", "rlimits"],
+        "execution_enabled_by": "env",
+    }
+    assert fake.programs == [assemble(BODY, PROMPT, TEST, "total")]
+    task.score("    return 0\n", SOURCE)
+    assert len(fake.programs) == 2  # another prediction is another program
+
+
+def test_refused_is_an_error_not_a_wrong_answer():
+    task, _ = task_with("refused")
+    for method in (task.score, task.metrics, task.details):
+        with pytest.raises(RuntimeError, match="refused: refused reason"):
+            method(BODY, SOURCE)
+
+
+def test_sources_are_humaneval_prompts_in_seeded_order():
+    rows = {row["task_id"]: row for row in problems()}
+    assert len(rows) == 164
+    task = CodeExec()
+    three = task.sources(3, 0, 0, words)
+    assert [s.id for s in task.sources(5, 0, 0, words)[:3]] == [s.id for s in three]
+    assert [s.id for s in task.sources(3, 1, 0, words)] != [s.id for s in three]
+    for source in three:
+        row = rows[source.metadata["task_id"]]
+        assert source.id == row["task_id"].replace("/", "_")
+        assert source.context == source.metadata["prompt"] == row["prompt"]
+        assert source.answers == [row["canonical_solution"]]
+        assert source.metadata["test"] == row["test"] and source.metadata["entry_point"] == row["entry_point"]
+        ((start, end),) = source.evidence
+        assert source.context[start:end].startswith(f"def {row['entry_point']}(")
+        assert source.context[end:].strip() == ""
+        assert "```python" in source.question and row["entry_point"] in source.question
+
+
+def test_problems_filter():
+    task = CodeExec(problems="HumanEval/2, HumanEval/0")
+    assert sorted(s.id for s in task.sources(2, 0, 0, words)) == ["HumanEval_0", "HumanEval_2"]
+    with pytest.raises(ValueError, match="only 2 rows"):
+        task.sources(3, 0, 0, words)
+    with pytest.raises(ConfigError, match="HumanEval/999"):
+        CodeExec(problems="HumanEval/999").sources(1, 0, 0, words)
+
+
+@pytest.mark.parametrize("setting", [{"timeout_s": 0.0}, {"memory_mb": 0}, {"workers": -1}])
+def test_validate_rejects_bad_limits(setting):
+    with pytest.raises(ConfigError, match=next(iter(setting))):
+        CodeExec(execute=True, **setting).validate()
+
+
+def test_validate_refuses_unless_execution_is_enabled(monkeypatch):
+    pytest.importorskip("kvx.executor")
+    monkeypatch.delenv("KVX_ALLOW_CODE_EXECUTION", raising=False)
+    with pytest.raises(ConfigError) as refusal:
+        CodeExec().validate()
+    assert "task.execute=true" in str(refusal.value) and "KVX_ALLOW_CODE_EXECUTION=1" in str(refusal.value)
+    CodeExec(execute=True).validate()
+    monkeypatch.setenv("KVX_ALLOW_CODE_EXECUTION", "1")
+    CodeExec().validate()
+
+
+def test_real_executor_passes_canonical_solutions_and_fails_a_wrong_one(monkeypatch):
+    pytest.importorskip("kvx.executor")
+    monkeypatch.delenv("KVX_ALLOW_CODE_EXECUTION", raising=False)
+    task = CodeExec(execute=True, problems="HumanEval/0,HumanEval/2")
+    for source in task.sources(2, 0, 0, words):
+        assert task.score(source.answers[0], source) == 1.0
+        details = task.details(source.answers[0], source)
+        assert details["outcome"] == "pass" and details["execution_enabled_by"] == "config"
+        assert details["isolation"]
+        assert task.score("    return None\n", source) == 0.0
+        assert task.details("    return None\n", source)["outcome"] == "fail"
