@@ -8,7 +8,7 @@ import pytest
 
 from kvx.errors import ConfigError
 from kvx.tasks.base import Source
-from kvx.tasks.code_exec import CodeExec, assemble, completion_code, edit_sim, extract_code, problems
+from kvx.tasks.code_exec import CodeExec, assemble, completion_code, edit_sim, extract_code, load_problems
 
 PROMPT = 'from typing import List\n\n\ndef total(xs: List[int]) -> int:\n    """Sum of xs."""\n'
 TEST = "\n\ndef check(candidate):\n    assert candidate([1, 2]) == 3\n"
@@ -61,6 +61,8 @@ def task_with(status: str) -> tuple[CodeExec, FakeExecutor]:
         ("```py\nx = 1\n```\n```python\ny = 2\n```", "x = 1\n"),  # the first block only
         ("```python\ndef f():\n    return [", "def f():\n    return ["),  # cut off by the token budget
         ("    return 1\n\nsome prose", "    return 1\n\nsome prose"),  # no fence: verbatim
+        ("def f():\n    pass\n```\nUsage:\n```python\nf()\n```", "def f():\n    pass\n"),  # no opening fence
+        ("```python\nf()\n```\n```python\ndef f():\n    pass\n```", "def f():\n    pass\n"),  # the def wins
     ],
 )
 def test_extract_code(output, code):
@@ -127,7 +129,7 @@ def test_refused_is_an_error_not_a_wrong_answer():
 
 
 def test_sources_are_humaneval_prompts_in_seeded_order():
-    rows = {row["task_id"]: row for row in problems()}
+    rows = {row["task_id"]: row for row in load_problems()}
     assert len(rows) == 164
     task = CodeExec()
     three = task.sources(3, 0, 0, words)

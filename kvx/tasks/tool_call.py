@@ -1,0 +1,507 @@
+"""Tool calling (kv-exec-bench ``tool_call``): pick one tool from a shared catalog and fill its arguments.
+
+Every source of a split shares one context, the catalog: an instruction line, then one JSON tool
+definition ``{name, description, parameters}`` per line. The engine prefills it once and a compressed
+cache answers every request, the regime where a dropped definition turns into an invalid call. The
+question is one request plus the reply format; the evidence span is the gold tool's line.
+
+Metrics, lenient to strict and nested (each implies the one before, so the rates never cross):
+
+- ``json_valid``: the first balanced ``{...}`` of the output (string- and escape-aware scan) parses
+  as a JSON object. Only the first one counts: a model that emits a broken object and then a good
+  one made a broken call.
+- ``name_match``: its ``"name"`` is the gold tool. Arguments may be under ``"arguments"`` (OpenAI
+  style) or ``"parameters"`` (Llama style); a missing key means no arguments.
+- ``schema_valid``: the arguments validate against the gold tool's JSON Schema (``jsonschema``,
+  draft 2020-12), the schema the model was shown.
+- ``args_exact`` (the score): schema-valid and every argument equals one of its acceptable values,
+  with no argument beyond them. Values compare by JSON type (``true`` is not ``1``; ``2`` equals
+  ``2.0``). An argument is omittable when its acceptable list holds ``""`` (BFCL's convention).
+  Built-in requests accept the gold value and, for an optional argument with a schema default, the
+  default or nothing, so spelling out a default is the same call. BFCL requests accept BFCL's lists,
+  and strings compare after BFCL's standardisation (case, spaces and ``,./-_*^`` ignored), as BFCL's
+  own checker does.
+- ``name_substring``: the string anchor; the gold name appears anywhere in the raw output.
+
+``source=builtin`` uses the 12-tool catalog of :mod:`kvx.tasks.tool_catalog` (fixed size, so
+``context_tokens`` is ignored). ``source=bfcl`` reads BFCL v4's single-call category
+``bfcl_category`` from the ``bfcl-eval`` package: the catalog holds the tools of the chosen
+requests plus distractor tools from other entries, added until the prompt reaches ``context_tokens``.
+BFCL types become JSON Schema (``dict`` -> ``object``, ``float`` -> ``number``, ``tuple`` ->
+``array``, ``any`` -> unconstrained) and the model is shown the converted schema. Built-in schemas
+forbid unknown arguments (``additionalProperties: false``); BFCL's do not, so there an invented
+argument fails ``args_exact`` only. Requests whose tool name another chosen request uses for a
+different definition are skipped, so a name in the catalog always means one definition.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import importlib.resources
+import json
+import random
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, NamedTuple
+
+import jsonschema
+
+from kvx.errors import ConfigError
+from kvx.tasks.base import CountTokens, Source, Task
+from kvx.tasks.jsonl import seeded_order
+from kvx.tasks.ruler import fit_units
+from kvx.tasks.tool_catalog import REQUESTS, TOOLS
+
+INSTRUCTION = "You can call the following tools. Each line defines one tool as JSON."
+REPLY_FORMAT = (
+    'Reply with exactly one JSON object of the form {"name": "<tool name>", "arguments": {...}} '
+    "that calls the right tool for this request, and nothing else."
+)
+BFCL_VERSION = "2026.3.23"
+BFCL_CATEGORIES = ("simple_python", "live_simple")
+BFCL_INSTALL = f"pip install --no-deps bfcl-eval=={BFCL_VERSION}"
+_BFCL_TYPES = {"dict": "object", "float": "number", "tuple": "array"}
+_JSON_TYPES = {"string", "integer", "number", "boolean", "array", "object", "null"}
+_BFCL_STRIP = re.compile(r"[ ,./\-_*^]")
+Normalize = Callable[[str], str]
+METRICS = ("json_valid", "name_match", "schema_valid", "args_exact", "name_substring")
+
+
+# ---------------------------------------------------------------- extraction and comparison
+
+
+def extract_first_object(text: str) -> str | None:
+    """The first balanced ``{...}`` in ``text``, or None when the first ``{`` never closes.
+
+    Braces inside JSON strings do not count, and ``\\"`` / ``\\\\`` escapes are honoured, so
+    ``{"q": "a } b"}`` comes out whole. The result is not guaranteed to parse. A truncated call gives
+    None rather than its inner object, which would be a different (wrong) reading of the output.
+    """
+    start = text.find("{")
+    if start < 0:
+        return None
+    depth, in_string, escaped = 0, False, False
+    for i in range(start, len(text)):
+        char = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start : i + 1]
+    return None
+
+
+def bfcl_standardize(text: str) -> str:
+    """BFCL's ``standardize_string``: drop spaces and ``,./-_*^``, lowercase, single to double quotes."""
+    return _BFCL_STRIP.sub("", text).lower().replace("'", '"')
+
+
+def _same_value(value: Any, expected: Any, norm: Normalize) -> bool:
+    """JSON equality by type: booleans only equal booleans, numbers compare numerically.
+
+    A dict in ``expected`` is itself a map of acceptable values (BFCL nests them that way).
+    """
+    if isinstance(expected, dict):
+        return isinstance(value, dict) and arguments_match(value, expected, norm)
+    if isinstance(expected, list):
+        return (
+            isinstance(value, list)
+            and len(value) == len(expected)
+            and all(_same_value(v, e, norm) for v, e in zip(value, expected))
+        )
+    if isinstance(expected, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(expected, bool) and value == expected
+    if isinstance(expected, (int, float)):
+        return isinstance(value, (int, float)) and value == expected
+    if isinstance(expected, str):
+        return isinstance(value, str) and norm(value) == norm(expected)
+    return value is None and expected is None
+
+
+def arguments_match(
+    arguments: dict[str, Any], acceptable: dict[str, list[Any]], norm: Normalize = str
+) -> bool:
+    """Every argument is one of its acceptable values, none is unknown, and none is missing unless
+    its list holds ``""`` (omittable). ``norm`` maps strings before comparing."""
+    if any(key not in acceptable for key in arguments):
+        return False
+    for key, options in acceptable.items():
+        if key not in arguments:
+            if "" not in options:
+                return False
+        elif not any(_same_value(arguments[key], option, norm) for option in options):
+            return False
+    return True
+
+
+def acceptable_values(arguments: dict[str, Any], schema: dict[str, Any]) -> dict[str, list[Any]]:
+    """A gold call in BFCL's acceptable-values form: the gold value, plus the default or omission
+    for optional arguments that have a schema default (nested objects recursively)."""
+    properties = schema.get("properties", {})
+    required = set(schema.get("required", []))
+    out: dict[str, list[Any]] = {}
+    for key, prop in properties.items():
+        if key in arguments:
+            value = arguments[key]
+            if isinstance(value, dict):
+                value = acceptable_values(value, prop)
+            elif isinstance(value, list) and prop.get("items", {}).get("type") == "object":
+                value = [acceptable_values(item, prop["items"]) for item in value]
+            out[key] = [value]
+        if key not in required and "default" in prop:
+            options = out.setdefault(key, [])
+            if not any(_same_value(prop["default"], option, str) for option in options):
+                options.append(prop["default"])
+            options.append("")
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _validator(schema_json: str) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(json.loads(schema_json))
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One output judged against one request."""
+
+    metrics: dict[str, float]
+    extracted: str | None
+    error: str
+
+
+def evaluate(
+    prediction: str,
+    name: str,
+    schema: dict[str, Any],
+    acceptable: dict[str, list[Any]],
+    strings: str = "exact",
+) -> Evaluation:
+    """All five metrics for one output; ``strings`` is ``"exact"`` or ``"bfcl"`` (standardised)."""
+    flags = dict.fromkeys(METRICS, 0.0)
+    flags["name_substring"] = float(name in prediction)
+    extracted = extract_first_object(prediction)
+
+    def done(error: str) -> Evaluation:
+        return Evaluation(flags, extracted, error)
+
+    if extracted is None:
+        return done("no balanced JSON object")
+    try:
+        call = json.loads(extracted)
+    except json.JSONDecodeError as exc:
+        return done(f"invalid JSON: {exc.msg} at char {exc.pos}")
+    if not isinstance(call, dict):
+        return done("not a JSON object")
+    flags["json_valid"] = 1.0
+    if call.get("name") != name:
+        return done(f"wrong tool: {str(call.get('name'))[:80]!r}")
+    flags["name_match"] = 1.0
+    arguments = call.get("arguments", call.get("parameters", {}))
+    error = jsonschema.exceptions.best_match(
+        _validator(json.dumps(schema, sort_keys=True)).iter_errors(arguments)
+    )
+    if error is not None:
+        return done(f"schema: {error.message[:160]}")
+    flags["schema_valid"] = 1.0
+    norm = bfcl_standardize if strings == "bfcl" else str
+    if not isinstance(arguments, dict) or not arguments_match(arguments, acceptable, norm):
+        return done("arguments differ from the gold call")
+    flags["args_exact"] = 1.0
+    return done("")
+
+
+# ---------------------------------------------------------------- catalogs
+
+
+def render_catalog(tools: list[dict[str, Any]]) -> tuple[str, dict[str, tuple[int, int]]]:
+    """The context (instruction line, one JSON definition per line) and each tool's line span."""
+    text, spans = INSTRUCTION + "\n", {}
+    for tool in tools:
+        line = json.dumps(tool, ensure_ascii=False)
+        spans[tool["name"]] = (len(text), len(text) + len(line))
+        text += line + "\n"
+    return text, spans
+
+
+def _call_json(name: str, arguments: dict[str, Any]) -> str:
+    return json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+
+
+def _question(request: str) -> str:
+    return f"Request: {request}\n{REPLY_FORMAT}"
+
+
+def bfcl_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A BFCL parameter schema as JSON Schema: types mapped recursively, other keys kept.
+
+    BFCL sometimes puts ``enum`` on an array whose items it means to constrain; it moves to ``items``,
+    as JSON Schema would otherwise require the whole array to equal one of the strings.
+    """
+    out = {}
+    for key, value in schema.items():
+        if key == "type":
+            if value == "any":
+                continue
+            value = _BFCL_TYPES.get(value, value)
+            if value not in _JSON_TYPES:
+                raise ValueError(f"BFCL type {schema['type']!r} has no JSON Schema equivalent")
+        elif key == "properties":
+            value = {name: bfcl_schema(prop) for name, prop in value.items()}
+        elif key in ("items", "additionalProperties") and isinstance(value, dict):
+            value = bfcl_schema(value)
+        out[key] = value
+    if out.get("type") == "array" and "enum" in out and "enum" not in out.get("items", {}):
+        out["items"] = {**out.get("items", {}), "enum": out.pop("enum")}
+    return out
+
+
+def bfcl_gold(acceptable: dict[str, list[Any]], schema: dict[str, Any]) -> dict[str, Any]:
+    """One canonical gold call from BFCL's acceptable values: each first option, omitting an argument
+    where omission comes first, unless the schema requires it (BFCL marks a few required ones ``""``)."""
+    required = set(schema.get("required", []))
+    properties = schema.get("properties", {})
+    out = {}
+    for key, options in acceptable.items():
+        values = [option for option in options if option != ""] if key in required else options
+        if values and values[0] != "":
+            out[key] = _first_option(values[0], properties.get(key, {}))
+    return out
+
+
+def _first_option(value: Any, schema: dict[str, Any]) -> Any:
+    if isinstance(value, dict):
+        return bfcl_gold(value, schema)
+    if isinstance(value, list):
+        return [_first_option(item, schema.get("items", {})) for item in value]
+    return value
+
+
+class BfclFiles(NamedTuple):
+    """One BFCL v4 category as installed: entries, ground truth and the package version."""
+
+    entries: Path
+    answers: Path
+    version: str
+
+
+def bfcl_files(category: str) -> BfclFiles:
+    """Locate a BFCL v4 category in the installed bfcl-eval; ConfigError naming the install if absent."""
+    try:
+        root = Path(str(importlib.resources.files("bfcl_eval") / "data"))
+        version = importlib.metadata.version("bfcl-eval")
+    except (ModuleNotFoundError, importlib.metadata.PackageNotFoundError):
+        raise ConfigError(f"task.source=bfcl needs the bfcl-eval package: {BFCL_INSTALL}") from None
+    name = f"BFCL_v4_{category}.json"
+    files = BfclFiles(root / name, root / "possible_answer" / name, version)
+    if not (files.entries.is_file() and files.answers.is_file()):
+        raise ConfigError(f"bfcl-eval {version} has no {name} with ground truth; {BFCL_INSTALL}")
+    return files
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def bfcl_requests(entries: list[dict[str, Any]], answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """BFCL entries joined with their ground truth, as requests with a converted tool and gold call.
+
+    Only single-call entries with one tool qualify (the ``simple`` categories), and only those whose
+    canonical gold call passes this task's own checks (a few BFCL answers contradict their schema, e.g.
+    an empty acceptable list for a required argument). The request text is the first turn's messages
+    joined, so a live entry's system prompt stays with its user message.
+    """
+    truth = {row["id"]: row["ground_truth"] for row in answers}
+    out = []
+    for entry in entries:
+        calls = truth.get(entry["id"], [])
+        if len(entry["function"]) != 1 or len(calls) != 1:
+            continue
+        ((name, acceptable),) = calls[0].items()
+        function = entry["function"][0]
+        tool = {**function, "parameters": bfcl_schema(function["parameters"])}
+        text = "\n\n".join(message["content"] for message in entry["question"][0])
+        gold = bfcl_gold(acceptable, tool["parameters"])
+        check = evaluate(_call_json(name, gold), name, tool["parameters"], acceptable, "bfcl")
+        if check.metrics["args_exact"]:
+            out.append(
+                {
+                    "id": entry["id"],
+                    "text": text,
+                    "name": name,
+                    "tool": tool,
+                    "acceptable": acceptable,
+                    "arguments": gold,
+                }
+            )
+    return out
+
+
+# ---------------------------------------------------------------- the task
+
+
+@dataclass
+class ToolCall(Task):
+    """One JSON tool call per request against a shared catalog; score = exact call (``args_exact``)."""
+
+    source: str = "builtin"
+    bfcl_category: str = "simple_python"
+
+    max_new_tokens: ClassVar[int] = 96
+
+    def __post_init__(self) -> None:
+        if self.source not in ("builtin", "bfcl"):
+            raise ConfigError(f"task.source={self.source!r} must be 'builtin' or 'bfcl'")
+        if self.bfcl_category not in BFCL_CATEGORIES:
+            raise ConfigError(f"task.bfcl_category={self.bfcl_category!r} must be one of {BFCL_CATEGORIES}")
+        if self.source == "bfcl":
+            bfcl_files(self.bfcl_category)  # fail at config time, before any model loads
+
+    def sources(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> list[Source]:
+        if self.source == "bfcl":
+            return self._bfcl_sources(n, seed, context_tokens, count_tokens)
+        if n > len(REQUESTS):
+            raise ValueError(f"source=builtin has {len(REQUESTS)} requests; asked for {n}")
+        context, spans = render_catalog(TOOLS)
+        schemas = {tool["name"]: tool["parameters"] for tool in TOOLS}
+        out = []
+        for index in seeded_order(len(REQUESTS), n, seed):
+            request = REQUESTS[index]
+            schema = schemas[request.name]
+            out.append(
+                self._source(
+                    f"tool_call_{request.id}",
+                    context,
+                    spans,
+                    request.text,
+                    request.name,
+                    request.arguments,
+                    schema,
+                    acceptable_values(request.arguments, schema),
+                    {"strings": "exact"},
+                    count_tokens,
+                )
+            )
+        return out
+
+    def _bfcl_sources(
+        self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens
+    ) -> list[Source]:
+        files = bfcl_files(self.bfcl_category)
+        requests = bfcl_requests(_read_jsonl(files.entries), _read_jsonl(files.answers))
+        order = seeded_order(len(requests), len(requests), seed)
+        chosen: list[dict[str, Any]] = []
+        gold_tools: dict[str, dict[str, Any]] = {}
+        for index in order:
+            if len(chosen) == n:
+                break
+            request = requests[index]
+            if gold_tools.get(request["name"], request["tool"]) != request["tool"]:
+                continue  # BFCL reuses some names for different tools; one name must mean one definition
+            gold_tools[request["name"]] = request["tool"]
+            chosen.append(request)
+        if len(chosen) < n:
+            raise ValueError(f"BFCL {self.bfcl_category} has {len(chosen)} usable requests; asked for {n}")
+        distractors: dict[str, dict[str, Any]] = {}
+        for index in order:
+            tool = requests[index]["tool"]
+            if tool["name"] not in gold_tools:
+                distractors.setdefault(tool["name"], tool)
+        pool = list(distractors)
+        layout = list(gold_tools) + pool
+        random.Random(f"tool_call:bfcl:{seed}").shuffle(layout)
+        longest = max((_question(request["text"]) for request in chosen), key=len)
+        everything = {**distractors, **gold_tools}
+
+        def catalog(k: int) -> list[dict[str, Any]]:
+            kept = set(gold_tools) | set(pool[:k])
+            return [everything[name] for name in layout if name in kept]
+
+        def measure(k: int) -> int:
+            return count_tokens(f"{render_catalog(catalog(k))[0]}\n{longest}")
+
+        if measure(0) > context_tokens:
+            raise ValueError(
+                f"context_tokens={context_tokens} is too small: the tools of {n} BFCL requests alone take "
+                f"{measure(0)} tokens; raise context_tokens or lower n_sources"
+            )
+        k, _ = fit_units(measure, context_tokens, 0, len(pool), hint=0)
+        context, spans = render_catalog(catalog(k))
+        extra = {
+            "strings": "bfcl",
+            "bfcl_version": files.version,
+            "catalog_tools": len(gold_tools) + k,
+        }
+        return [
+            self._source(
+                f"bfcl_{request['id']}",
+                context,
+                spans,
+                request["text"],
+                request["name"],
+                request["arguments"],
+                request["tool"]["parameters"],
+                request["acceptable"],
+                extra,
+                count_tokens,
+            )
+            for request in chosen
+        ]
+
+    @staticmethod
+    def _source(
+        source_id: str,
+        context: str,
+        spans: dict[str, tuple[int, int]],
+        request: str,
+        name: str,
+        arguments: dict[str, Any],
+        schema: dict[str, Any],
+        acceptable: dict[str, list[Any]],
+        extra: dict[str, Any],
+        count_tokens: CountTokens,
+    ) -> Source:
+        question = _question(request)
+        return Source(
+            id=source_id,
+            context=context,
+            question=question,
+            answers=[_call_json(name, arguments)],
+            evidence=[spans[name]],
+            metadata={
+                "name": name,
+                "arguments": arguments,
+                "schema": schema,
+                "acceptable": acceptable,
+                **extra,
+                "prompt_tokens": count_tokens(f"{context}\n{question}"),
+            },
+        )
+
+    def _evaluate(self, prediction: str, source: Source) -> Evaluation:
+        meta = source.metadata
+        return evaluate(prediction, meta["name"], meta["schema"], meta["acceptable"], meta["strings"])
+
+    def score(self, prediction: str, source: Source) -> float:
+        return self._evaluate(prediction, source).metrics["args_exact"]
+
+    def metrics(self, prediction: str, source: Source) -> dict[str, float]:
+        return self._evaluate(prediction, source).metrics
+
+    def details(self, prediction: str, source: Source) -> dict[str, Any]:
+        result = self._evaluate(prediction, source)
+        return {"extracted": (result.extracted or "")[:400], "error": result.error}
