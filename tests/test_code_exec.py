@@ -156,7 +156,7 @@ def test_problems_filter():
         CodeExec(problems="HumanEval/999").sources(1, 0, 0, words)
 
 
-@pytest.mark.parametrize("setting", [{"timeout_s": 0.0}, {"memory_mb": 0}, {"workers": -1}])
+@pytest.mark.parametrize("setting", [{"timeout_s": 0.0}, {"memory_mb": 0}])
 def test_validate_rejects_bad_limits(setting):
     with pytest.raises(ConfigError, match=next(iter(setting))):
         CodeExec(execute=True, **setting).validate()

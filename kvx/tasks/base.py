@@ -61,7 +61,7 @@ class Task(ABC):
     #: shows each pair side by side with the share each keeps relative to FullCache
     contrast: ClassVar[dict[str, str]] = {}
 
-    def validate(self) -> None:
+    def validate(self) -> None:  # noqa: B027 - optional hook, most tasks have nothing to check
         """Raise ``kvx.errors.ConfigError`` for a setting that cannot run, before any model loads."""
 
     def metrics(self, prediction: str, source: Source) -> dict[str, float]:

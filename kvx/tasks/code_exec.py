@@ -142,7 +142,6 @@ class CodeExec(Task):
     execute: bool = False  #: allow running model-written code (or set KVX_ALLOW_CODE_EXECUTION=1)
     timeout_s: float = 15.0  #: wall clock per program; the CPU-time limit is its ceiling in seconds
     memory_mb: int = 4096  #: address-space limit per program
-    workers: int = 2  #: the executor's parallel programs (for ``run_many``)
     problems: str = ""  #: comma-separated task ids (e.g. "HumanEval/0,HumanEval/2"); empty = all
 
     max_new_tokens: ClassVar[int] = 320
@@ -157,10 +156,8 @@ class CodeExec(Task):
     def validate(self) -> None:
         if isinstance(self.timeout_s, bool) or not self.timeout_s > 0:
             raise ConfigError(f"task.timeout_s={self.timeout_s!r} must be a positive number of seconds")
-        for key in ("memory_mb", "workers"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"task.{key}={value!r} must be a positive integer")
+        if isinstance(self.memory_mb, bool) or not isinstance(self.memory_mb, int) or self.memory_mb < 1:
+            raise ConfigError(f"task.memory_mb={self.memory_mb!r} must be a positive integer")
         self._selected()
         from kvx.executor import execution_enabled
 
@@ -219,7 +216,7 @@ class CodeExec(Task):
             limits = Limits(
                 wall_s=self.timeout_s, cpu_s=math.ceil(self.timeout_s), memory_bytes=self.memory_mb * 2**20
             )
-            self._executor = Executor(enabled, limits, workers=self.workers)
+            self._executor = Executor(enabled, limits, workers=1)  # the engine scores one answer at a time
         return self._executor
 
     def outcome(self, prediction: str, source: Source) -> Outcome:
