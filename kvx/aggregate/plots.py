@@ -172,35 +172,31 @@ def reader_scaling(audit_readers: pd.DataFrame, out: Path) -> list[Path]:
 
 def contrast_plot(contrast: pd.DataFrame, out: Path) -> list[Path]:
     """kv-exec-bench's contrast per task x reader x pair: the share of its FullCache value each
-    metric keeps across settings, string anchor dashed next to its structural metric solid."""
+    metric keeps across settings, string anchor dashed next to its structural metric solid.
+    A metric whose FullCache value is 0 has no share kept: it is named N/A, not drawn at 0."""
     if contrast.empty:
         return []
     paths = []
     for key, group in _groups(contrast, ["task", "reader", "anchor", "structural"]):
         task, reader, anchor, structural = key
-        fig, (ax,) = _figure(6.5, 4.5)
+        fig, (ax,) = _figure(7.5, 4.5)
         for i, (compressor, rows) in enumerate(group.sort_values("ratio").groupby("compressor", sort=True)):
             color = _LINE_COLORS[i % len(_LINE_COLORS)]
-            ax.plot(
-                rows["ratio"],
-                rows["structural_kept"],
-                marker="o",
-                color=color,
-                label=f"{compressor}: {structural}",
-            )
-            ax.plot(
-                rows["ratio"],
-                rows["anchor_kept"],
-                marker="s",
-                linestyle="--",
-                color=color,
-                label=f"{compressor}: {anchor}",
-            )
+            for metric, column, style in (
+                (structural, "structural_kept", "-o"),
+                (anchor, "anchor_kept", "--s"),
+            ):
+                values = rows[column]
+                label = f"{compressor}: {metric}" + (
+                    " (N/A: FullCache value 0)" if values.isna().all() else ""
+                )
+                ax.plot(rows["ratio"], values, style, color=color, label=label)
         ax.axhline(1.0, color="gray", linewidth=0.8, linestyle=":")
+        ax.set_ylim(0.0, 1.1)
         ax.set_xlabel("compression ratio (share of the cache removed)")
         ax.set_ylabel("share of the FullCache value kept")
         ax.set_title(f"{task} · {reader}: {anchor} (dashed) vs {structural} (solid)", fontsize=10)
-        ax.legend(fontsize=7, loc="lower left")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
         ax.grid(alpha=0.3)
         paths.append(_save(fig, out / f"{_slug('contrast', *key)}.png"))
     return paths
