@@ -71,6 +71,11 @@ def versions() -> dict[str, str]:
     return {d: version(d) for d in ("kvx", "torch", "transformers", "kvpress")}
 
 
+def ids_digest(ids: torch.Tensor) -> str:
+    """Content key of a token-id tensor (captured prefills, shared compressed contexts)."""
+    return hashlib.sha256(ids.detach().cpu().to(torch.int64).numpy().tobytes()).hexdigest()
+
+
 def prompt_hash(prompt: Prompt) -> str:
     digest = hashlib.sha256()
     for ids in (prompt.context_ids, prompt.question_ids):
@@ -129,8 +134,8 @@ class Engine:
             max_new_tokens=cell.max_new_tokens,
         )
 
-    def _capture(self, reader: LoadedReader, ids: torch.Tensor) -> Capture:
-        key = hashlib.sha256(ids.detach().cpu().to(torch.int64).numpy().tobytes()).hexdigest()
+    def _capture(self, reader: LoadedReader, ids: torch.Tensor, key: str | None = None) -> Capture:
+        key = key or ids_digest(ids)
         capture = self.captures.get(key)
         if capture is None:
             self.prefills += 1
@@ -184,8 +189,10 @@ class Engine:
             feed = prompt.question_ids[:, -1:]
         else:
             prefill_ids, feed = prompt.context_ids, prompt.question_ids
-        capture = self._capture(reader, prefill_ids) if comp.fast_path else None
-        run = CompressedRun(self, cell, reader, prefill_ids, feed, capture)
+        digest = ids_digest(prefill_ids)  # keys both the captured prefill and the shared compressed context
+        capture = self._capture(reader, prefill_ids, digest) if comp.fast_path else None
+        shared = None if cell.query_aware else (digest, repr(comp), cell.ratio)
+        run = CompressedRun(self, cell, reader, prefill_ids, feed, capture, shared)
         cache = run.build()
         if run.retained is None:
             run.retained = comp.retained_map(model, cache, capture, cell.ratio)
@@ -296,9 +303,13 @@ class CompressedRun:
         prefill_ids: torch.Tensor,
         feed: torch.Tensor,
         capture: Capture | None,
+        shared_key: tuple[str, str, float] | None,
     ) -> None:
         self.engine, self.cell, self.reader = engine, cell, reader
         self.prefill_ids, self.feed, self.capture = prefill_ids, feed, capture
+        #: (context, compressor config, ratio) when sources may share this compressed context:
+        #: only when the compressor never sees their question
+        self.shared_key = shared_key
         self.retained: RetainedMap | None = None
         self.start = 0
         self.decode_impl: str | None = cell.compressor.attn_implementation
@@ -307,16 +318,9 @@ class CompressedRun:
         self._lengths: list[int] = []
         self._quantized: list[object] = []
 
-    def _shared_key(self) -> tuple[str, str, float] | None:
-        """Sources share a compressed context when the compressor never sees their question."""
-        if self.cell.query_aware:
-            return None
-        ids = self.prefill_ids.detach().cpu().to(torch.int64).numpy().tobytes()
-        return hashlib.sha256(ids).hexdigest(), repr(self.cell.compressor), self.cell.ratio
-
     def build(self) -> Cache:
         comp, model = self.cell.compressor, self.reader.model
-        key = self._shared_key()
+        key = self.shared_key
         shared = self.engine.shared_contexts.get(key) if key else None
         if shared is not None:
             self.engine.shared_contexts.move_to_end(key)

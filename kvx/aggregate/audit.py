@@ -24,6 +24,7 @@ from kvx.aggregate.stats import (
     excess_flips,
     pair_mcnemar,
     rescue_damage,
+    rescue_damage_per_reader,
     retention,
     upgrade_interval,
 )
@@ -164,6 +165,7 @@ def audit(
 
 def _readers(head: dict, names: list[str], raw: np.ndarray, comp: np.ndarray, binary: bool) -> list[dict]:
     out = []
+    transitions = rescue_damage_per_reader(raw == 1.0, comp == 1.0) if binary else None
     for i, name in enumerate(names):
         row = head | {
             "reader": name,
@@ -172,9 +174,8 @@ def _readers(head: dict, names: list[str], raw: np.ndarray, comp: np.ndarray, bi
             "comp_mean": comp[i].mean(),
         }
         row["gain"] = row["comp_mean"] - row["raw_mean"]
-        if binary:
-            rd = rescue_damage(raw[i : i + 1] == 1.0, comp[i : i + 1] == 1.0)
-            row["rescue"], row["damage"] = _nan(rd.rescue), _nan(rd.damage)
+        if transitions is not None:
+            row["rescue"], row["damage"] = _nan(transitions[i].rescue), _nan(transitions[i].damage)
         out.append(row)
     return out
 

@@ -41,21 +41,12 @@ _BLOCK_CELLS = 1 << 21
 # ----------------------------------------------------------------------------- input checks
 
 
-def _vector(a: np.ndarray, name: str) -> np.ndarray:
-    """A finite 1-D float array; NaN scores are a caller bug, not a tie."""
+def _finite(a: np.ndarray, name: str, ndim: int) -> np.ndarray:
+    """A finite float array of ``ndim`` dimensions (2: readers x rows); NaN scores are a caller bug."""
     arr = np.asarray(a, dtype=float)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{name} contains non-finite values")
-    return arr
-
-
-def _matrix(a: np.ndarray, name: str) -> np.ndarray:
-    """A finite 2-D float (readers x rows) array."""
-    arr = np.asarray(a, dtype=float)
-    if arr.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (readers x rows), got shape {arr.shape}")
+    if arr.ndim != ndim:
+        shape = "1-D" if ndim == 1 else "2-D (readers x rows)"
+        raise ValueError(f"{name} must be {shape}, got shape {arr.shape}")
     if not np.isfinite(arr).all():
         raise ValueError(f"{name} contains non-finite values")
     return arr
@@ -63,7 +54,7 @@ def _matrix(a: np.ndarray, name: str) -> np.ndarray:
 
 def _paired_panels(x: np.ndarray, y: np.ndarray, names: tuple[str, str]) -> tuple[np.ndarray, np.ndarray]:
     """Two same-shape (readers x rows) panels with at least 2 of each: paired designs need both."""
-    a, b = _matrix(x, names[0]), _matrix(y, names[1])
+    a, b = _finite(x, names[0], 2), _finite(y, names[1], 2)
     if a.shape != b.shape:
         raise ValueError(f"{names[0]} and {names[1]} differ in shape: {a.shape} vs {b.shape}")
     if a.shape[0] < 2 or a.shape[1] < 2:
@@ -113,7 +104,7 @@ def auroc(pos: np.ndarray, neg: np.ndarray) -> float | None:
 
     Positives are C->W rows, negatives C->C rows, scores oriented so larger means more risk.
     """
-    p, n = _vector(pos, "pos"), _vector(neg, "neg")
+    p, n = _finite(pos, "pos", 1), _finite(neg, "neg", 1)
     if p.size == 0 or n.size == 0:
         return None
     return _mann_whitney_u(p, n) / (p.size * n.size)
@@ -121,7 +112,7 @@ def auroc(pos: np.ndarray, neg: np.ndarray) -> float | None:
 
 def _mixed_strata(strata: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray]]:
     """Strata with both classes present; the others contribute no within-stratum pair."""
-    checked = [(_vector(p, "pos"), _vector(n, "neg")) for p, n in strata]
+    checked = [(_finite(p, "pos", 1), _finite(n, "neg", 1)) for p, n in strata]
     return [(p, n) for p, n in checked if p.size and n.size]
 
 
@@ -205,7 +196,7 @@ def retention(raw_upgrade: float, comp_upgrade: float, floor: float = 0.05) -> f
 
 def endpoints(raw_means: np.ndarray) -> tuple[int, int]:
     """(lowest, highest) raw-scoring reader: the headline upgrade pair; ties go to the lower index."""
-    means = _vector(raw_means, "raw_means")
+    means = _finite(raw_means, "raw_means", 1)
     if means.size == 0:
         raise ValueError("raw_means is empty")
     return int(np.argmin(means)), int(np.argmax(means))

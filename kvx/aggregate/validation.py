@@ -101,10 +101,11 @@ class Validated:
         if not self.rows:
             return pd.DataFrame()
         frame = pd.concat(self.rows, ignore_index=True)
-        for m in self.metrics():
+        metrics = self.metrics()
+        for m in metrics:
             if m.column not in frame:
                 frame[m.column] = float("nan")
-        return frame.rename(columns={m.column: m.name for m in self.metrics()})
+        return frame.rename(columns={m.column: m.name for m in metrics})
 
 
 def check_batch(batch: Batch, out: Validated) -> None:

