@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kvx.engine import Cell, Engine
+from kvx.pipeline.engine import Cell, Engine
 from kvx.readers.base import load_reader
 from kvx.readers.embedded import SmolLM2
 from kvx.registry import registry
@@ -55,13 +55,13 @@ def main() -> None:
                 args.context,
                 24,
             )
-            engine.run_cell(base, reader, "warm", progress=False)  # controls and captures
+            [r.to_dict() for r in engine.run_cell(base, reader, progress=False)]  # controls and captures
             start = time.perf_counter()
-            engine.run_cell(base, reader, "plain", progress=False)
+            [r.to_dict() for r in engine.run_cell(base, reader, progress=False)]
             plain = time.perf_counter() - start
             base.diagnostics = diags
             start = time.perf_counter()
-            records = engine.run_cell(base, reader, "diag", progress=False)
+            records = [r.to_dict() for r in engine.run_cell(base, reader, progress=False)]
             with_diags = time.perf_counter() - start
             totals[0] += plain
             totals[1] += with_diags

@@ -1,8 +1,8 @@
 """``python -m kvx``: one cell; ``python -m kvx -m a=x,y``: a Hydra multirun over the grid.
 
-Plugins are discovered and their config nodes stored before Hydra composes the config, and
-group names and ratios on the command line are checked first, so a typo fails in a second
-with the list of registered names instead of after a model load.
+Before Hydra runs, ``kvx.preflight`` stores the config nodes the command line needs and checks every
+job of its sweep, so a typo or a bad value fails in a second with one line (and, for a name, the
+list of registered names) instead of after a model load, and nothing is written first.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from kvx.config import check_overrides, register_configs
 from kvx.errors import ConfigError
+from kvx.preflight import prepare
 from kvx.registry import RegistryError
 
 
@@ -34,11 +34,10 @@ def _hydra_main(cfg: DictConfig) -> dict[str, float]:
 
 def main() -> None:
     try:
-        check_overrides(sys.argv[1:])
+        prepare(sys.argv[1:], conf_dir())
     except (RegistryError, ConfigError) as exc:
-        print(f"kvx: {exc}", file=sys.stderr)
+        print("kvx: " + " ".join(str(exc).split()), file=sys.stderr)
         sys.exit(2)
-    register_configs()
     _hydra_main()
 
 

@@ -12,13 +12,14 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from kvx import tracking
-from kvx.compressors.base import check_ratio
-from kvx.config import choices, config_hash, instantiate, semantic_config
-from kvx.engine import Cell, Engine
+from kvx.config import GROUPS, choices, instantiate
 from kvx.errors import ConfigError
-from kvx.readers.base import load_reader
-from kvx.records import cell_metrics
-from kvx.registry import RegistryError, registry
+from kvx.identity import digest
+from kvx.pipeline.engine import Cell, Engine
+from kvx.preflight import check_job
+from kvx.readers.base import load_reader, reader_identity
+from kvx.records import cell_metrics, dumps
+from kvx.registry import RegistryError, canonical, registry
 
 log = logging.getLogger("kvx")
 _ENGINE: Engine | None = None
@@ -28,57 +29,37 @@ def engine(cfg: DictConfig) -> Engine:
     """One engine per process, so controls and captured prefills outlive a single cell."""
     global _ENGINE
     if _ENGINE is None:
-        _ENGINE = Engine(Path(str(cfg.outputs_dir)), int(cfg.capture_cache_mb) * 2**20)
+        _ENGINE = Engine(
+            Path(str(cfg.outputs_dir)), int(cfg.capture_cache_mb) * 2**20, int(cfg.memo_cache_mb) * 2**20
+        )
     return _ENGINE
 
 
-def _positive_int(cfg: DictConfig, key: str) -> int:
-    value = cfg[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{key}={value!r} must be a positive integer")
-    return value
-
-
 def build_cell(cfg: DictConfig) -> tuple[Cell, Any, dict[str, str]]:
-    """Resolve and check every setting; nothing here loads a model."""
-    names = choices(cfg)
-    ratio = check_ratio(cfg.ratio)
-    compressor = instantiate(cfg, "press")
-    compressor.validate(ratio)
-    reader = instantiate(cfg, "reader")
-    reader.validate()
-    if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, int):
-        raise ConfigError(f"seed={cfg.seed!r} must be an integer")
+    """Resolve and check every setting; nothing here loads a model. Names become canonical
+    (``kvx:snapkv`` is ``snapkv``), so a name typed two ways is one cell."""
+    check_job(cfg)
+    typed = choices(cfg)
+    names = {group: canonical(kind, typed[group]) for group, kind in GROUPS.items()}
     task = instantiate(cfg, "task")
-    task.validate()
-    task_budget = type(task).max_new_tokens
     cell = Cell(
         task_name=names["task"],
         task=task,
         reader_name=names["reader"],
         press_name=names["press"],
-        compressor=compressor,
-        ratio=ratio,
-        seed=cfg.seed,
-        n_sources=_positive_int(cfg, "n_sources"),
-        context_tokens=_positive_int(cfg, "context_tokens"),
-        max_new_tokens=task_budget if cfg.max_new_tokens is None else _positive_int(cfg, "max_new_tokens"),
+        compressor=instantiate(cfg, "press"),
+        ratio=float(cfg.ratio),
+        seed=int(cfg.seed),
+        n_sources=int(cfg.n_sources),
+        context_tokens=int(cfg.context_tokens),
+        max_new_tokens=type(task).max_new_tokens if cfg.max_new_tokens is None else int(cfg.max_new_tokens),
         query_aware=bool(cfg.query_aware),
-        diagnostics=[(n, registry("diagnostic").get(n)()) for n in _names(cfg, "diagnostics")],
+        diagnostics=[(n, registry("diagnostic").get(n)()) for n in cfg.diagnostics or []],
+        budget_tokens=None if cfg.budget_tokens is None else int(cfg.budget_tokens),
+        transform_name=names["transform"],
+        transform=instantiate(cfg, "transform"),
     )
-    return cell, reader, names
-
-
-def _names(cfg: DictConfig, key: str) -> list[str]:
-    value = cfg.get(key) or []
-    if isinstance(value, str):
-        value = [value]
-    try:
-        return [str(v) for v in value]
-    except TypeError:
-        raise ConfigError(
-            f"{key}={value!r} must be a list of names, e.g. {key}=[coverage,likelihood]"
-        ) from None
+    return cell, instantiate(cfg, "reader"), names
 
 
 def _parent_run_id() -> str | None:
@@ -97,42 +78,58 @@ def _parent_run_id() -> str | None:
 def run(cfg: DictConfig) -> dict[str, float]:
     try:
         cell, reader_cfg, names = build_cell(cfg)
+        identity = cell.identity(reader_identity(names["reader"], reader_cfg))
     except (ConfigError, RegistryError) as exc:
         print(f"kvx: {exc}", file=sys.stderr)
         sys.exit(2)
-    semantic = semantic_config(cfg, names)
-    chash = config_hash(semantic)
+    diagnostics = ",".join(name for name, _ in cell.diagnostics)
+    chash = digest({"cell": identity.id, "diagnostics": diagnostics})
     client, exp_id = tracking.ensure_experiment(cfg)
-    name = f"{cell.task_name}|{cell.reader_name}|{cell.press_name}@{cell.ratio}|seed={cell.seed}"
-    done = tracking.finished_run(client, exp_id, chash)
-    if done is not None and not cfg.force and not done.data.metrics.get("n_error"):
-        log.info("skip %s: finished run %s has config hash %s", name, done.info.run_id, chash)
+    reader_label = reader_cfg.label(names["reader"])
+    name = f"{cell.task_name}|{reader_label}|{cell.press_name}@{identity.setting.label()}|seed={cell.seed}"
+    name += f"|seed={cell.seed}|{identity.id[:8]}"
+    done = tracking.finished_run_with(client, exp_id, tracking.CELL_ID, identity.id)
+    stale = None
+    if done is not None and cfg.force:
+        stale = "force=true"
+    elif done is not None and done.data.metrics.get("n_error"):  # errors may be transient or fixed since
+        stale = f"{done.data.metrics['n_error']:.0f} error records"
+    elif done is not None and done.data.tags.get(tracking.DIAGNOSTICS, "") != diagnostics:
+        stale = f"diagnostics were [{done.data.tags.get(tracking.DIAGNOSTICS, '')}], now [{diagnostics}]"
+    if done is not None and stale is None:
+        log.info("skip %s: finished run %s is cell %s", name, done.info.run_id, identity.id)
         return dict(done.data.metrics)
-    if done is not None:  # forced, or errors that may be transient or fixed since: replace the run
-        why = "force=true" if cfg.force else f"{done.data.metrics['n_error']:.0f} error records"
-        log.info("recompute %s: replacing run %s (%s)", name, done.info.run_id, why)
+    if done is not None:  # one setting is one cell: the new run replaces the old one
+        log.info("recompute %s: replacing run %s (%s)", name, done.info.run_id, stale)
         client.delete_run(done.info.run_id)
-    tracking.delete_unfinished(client, exp_id, tracking.CONFIG_HASH, chash)
-    tags = {tracking.ROLE: "cell", tracking.CONFIG_HASH: chash, **tracking.provenance_tags()}
+    tracking.delete_unfinished(client, exp_id, tracking.CELL_ID, identity.id)
+    tags = {
+        tracking.ROLE: "cell",
+        tracking.CELL_ID: identity.id,
+        tracking.CONFIG_HASH: chash,
+        tracking.DIAGNOSTICS: diagnostics,
+        **tracking.provenance_tags(),
+    }
     parent = _parent_run_id()
     if parent:
         tags[tracking.MLFLOW_PARENT] = parent
     run_id = client.create_run(exp_id, run_name=name, tags=tags).info.run_id
     try:
-        params = tracking.flat_params("", semantic)
-        items = sorted(params.items())
+        params = {**identity.flat(), **{f"choices.{g}": v for g, v in choices(cfg).items()}}
+        params.update(ratio=cfg.ratio, budget_tokens=cfg.budget_tokens, diagnostics=diagnostics)
+        items = sorted((k, str(v)[:500]) for k, v in params.items())
         for i in range(0, len(items), 90):
             client.log_batch(run_id, params=_params(items[i : i + 90]))
         reader = load_reader(names["reader"], reader_cfg)
         client.set_tag(run_id, "model_revision", reader.revision)
         eng = engine(cfg)
         before = eng.controls.computed
-        records = eng.run_cell(cell, reader, chash, progress=bool(cfg.progress))
+        records = [r.to_dict() for r in eng.run_cell(cell, reader, bool(cfg.progress), chash)]
         metrics = cell_metrics(records)
         metrics["controls_computed"] = eng.controls.computed - before
         _log_cell(client, run_id, cfg, records, metrics)
-        control_name = f"{cell.task_name}|{cell.reader_name}|FullCache"
-        _log_control(client, exp_id, eng.split_key(cell, reader), parent, control_name, records)
+        control_name = f"{cell.task_name}|{reader.label}|FullCache"
+        _log_control(client, exp_id, identity.split, parent, control_name, records)
         client.set_terminated(run_id, "FINISHED")
     except ConfigError as exc:
         client.set_terminated(run_id, "FAILED")
@@ -156,9 +153,7 @@ def _log_cell(client: Any, run_id: str, cfg: DictConfig, records: list[dict], me
 
     now = int(time.time() * 1000)
     client.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()])
-    client.log_text(
-        run_id, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), "records.jsonl"
-    )
+    client.log_text(run_id, dumps(records), "records.jsonl")
     client.log_text(run_id, OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
     client.log_table(run_id, _table(records), "records_table.json")
 
@@ -196,7 +191,5 @@ def _log_control(
     client.log_metric(run_id, "full_accuracy", sum(c["correct"] for c in controls) / len(controls))
     client.log_metric(run_id, "full_mean_score", sum(c["score"] for c in controls) / len(controls))
     client.log_metric(run_id, "n_sources", len(controls))
-    client.log_text(
-        run_id, "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in controls), "controls.jsonl"
-    )
+    client.log_text(run_id, dumps(controls), "controls.jsonl")
     client.set_terminated(run_id, "FINISHED")

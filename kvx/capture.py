@@ -7,13 +7,13 @@ all cells of a sweep in one process, so a source prefilled for the first cell se
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from kvx.compressors.kvpress_adapter import attention_layers
+from kvx.lru import ByteLRU
 
 
 @dataclass
@@ -80,31 +80,8 @@ def capture_prefill(model: PreTrainedModel, context_ids: torch.Tensor) -> Captur
     return Capture(layers=layers, cache_position=found[0][2])
 
 
-class CaptureCache:
-    """LRU of captured prefills keyed by prompt hash, bounded by ``max_bytes``."""
+class CaptureCache(ByteLRU[Capture]):
+    """LRU of captured prefills keyed by (reader, prefill ids), bounded by ``max_bytes``."""
 
     def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._items: OrderedDict[str, Capture] = OrderedDict()
-        self.hits = 0
-        self.misses = 0
-
-    def get(self, key: str) -> Capture | None:
-        item = self._items.get(key)
-        if item is None:
-            self.misses += 1
-            return None
-        self.hits += 1
-        self._items.move_to_end(key)
-        return item
-
-    def put(self, key: str, capture: Capture) -> None:
-        if capture.nbytes() > self.max_bytes:
-            return  # larger than the whole budget: recompute instead of evicting everything
-        self._items[key] = capture
-        self._items.move_to_end(key)
-        while sum(c.nbytes() for c in self._items.values()) > self.max_bytes:
-            self._items.popitem(last=False)
-
-    def clear(self) -> None:
-        self._items.clear()
+        super().__init__(max_bytes, Capture.nbytes)

@@ -1,4 +1,8 @@
-"""Per-source records, their JSON Schema, correctness transitions and cell metrics.
+"""The per-source record: one typed model, one writer, its JSON Schema, transitions and cell metrics.
+
+Every record — from a run, from the synthetic generator, from a test — is a ``Record`` written by
+``Record.to_dict``/``dumps``, and tests check the dataclass against ``record.schema.json`` field by
+field, so the published schema and what kvx writes cannot drift apart.
 
 Metrics follow KVDiagnosis section 3.3: task quality over the supported sources, the C->W rate
 over FullCache-correct supported sources (with its denominator), and the four transitions.
@@ -7,14 +11,15 @@ Unsupported and error records are counted, never scored as wrong.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib.resources import files
 from typing import Any
 
-import jsonschema
-
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 
 
 @lru_cache(maxsize=1)
@@ -22,13 +27,124 @@ def schema() -> dict[str, Any]:
     return json.loads(files("kvx.schemas").joinpath("record.schema.json").read_text())
 
 
+@lru_cache(maxsize=1)
+def _validator() -> Any:
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(schema())
+
+
 def validate(record: dict[str, Any]) -> None:
     """Raise ``jsonschema.ValidationError`` when a record breaks the published schema."""
-    jsonschema.validate(record, schema())
+    import jsonschema
+
+    error = jsonschema.exceptions.best_match(_validator().iter_errors(record))
+    if error is not None:
+        raise error
 
 
 def transition(full_correct: bool, compressed_correct: bool) -> str:
     return f"{'C' if full_correct else 'W'}→{'C' if compressed_correct else 'W'}"
+
+
+@dataclass
+class Answer:
+    """One decoded and evaluated answer (the FullCache control's or the compressed run's)."""
+
+    output: str
+    normalized: str
+    score: float
+    correct: bool
+    token_ids: list[int]
+    stop_reason: str  # "eos" | "max_new_tokens"
+    metrics: dict[str, float] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        for name in ("metrics", "details"):  # tasks without them write none
+            if not out[name]:
+                del out[name]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Answer:
+        return cls(**data)
+
+
+#: optional fields left out of the JSON when they are None (the schema does not require them)
+_OPTIONAL = (
+    "query_aware",
+    "split",
+    "contrast",
+    "transform",
+    "compressed_text_sha256",
+    "seconds",
+    "diagnostics",
+    "category",
+)
+
+
+@dataclass
+class Record:
+    """One source under one cell, paired with its FullCache control."""
+
+    key: str
+    status: str  # "supported" | "unsupported" | "error"
+    reason: str
+    task: str
+    source_id: str
+    references: list[str]
+    reader: str
+    model_revision: str
+    compressor: str
+    seed: int
+    setting: dict[str, Any]
+    prompt_hash: str
+    n_context_tokens: int
+    n_question_tokens: int
+    config_hash: str
+    cell: dict[str, Any]
+    versions: dict[str, str]
+    full: Answer | None = None
+    compressed: Answer | None = None
+    transition: str | None = None
+    query_aware: bool | None = None
+    split: str | None = None
+    contrast: dict[str, str] | None = None
+    transform: dict[str, Any] | None = None
+    compressed_text_sha256: str | None = None
+    seconds: float | None = None
+    diagnostics: dict[str, Any] | None = None
+    category: dict[str, Any] | None = None
+    schema_version: str = SCHEMA_VERSION
+
+    def pair(self, full: Answer, compressed: Answer) -> None:
+        """A supported record: both answers and their transition."""
+        self.status, self.reason = "supported", ""
+        self.full, self.compressed = full, compressed
+        self.transition = transition(full.correct, compressed.correct)
+
+    def fail(self, status: str, reason: str) -> None:
+        """An unsupported setting or an error: never scored, the control kept when there is one."""
+        self.status, self.reason = status, reason
+        self.compressed, self.transition = None, None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"schema_version": self.schema_version}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "schema_version" or (value is None and f.name in _OPTIONAL):
+                continue
+            out[f.name] = value.to_dict() if isinstance(value, Answer) else value
+        return out
+
+
+def dumps(records: Iterable[Record | dict[str, Any]]) -> str:
+    """JSON Lines text of records (the ``records.jsonl`` artifact and record directories)."""
+    return "".join(
+        json.dumps(r.to_dict() if isinstance(r, Record) else r, ensure_ascii=False) + "\n" for r in records
+    )
 
 
 def cell_metrics(records: list[dict[str, Any]]) -> dict[str, float]:

@@ -1,10 +1,11 @@
-"""Entry-point registries: the only way tasks, compressors, readers, turn selectors and diagnostics
-reach kvx, built-ins included, so a third-party package is a peer of kvx's own code.
+"""Entry-point registries: the only way tasks, compressors, readers, turn selectors, diagnostics and
+text transforms reach kvx, built-ins included, so a third-party package is a peer of kvx's own code.
 
 Entries load lazily and one at a time: a plugin whose import fails is recorded as broken and
 shown in ``python -m kvx.plugins`` without taking the others down. Two distributions that
-register the same name are both kept under ``dist:name``; the bare name is then ambiguous and
-asking for it is an error that names both distributions.
+register the same name are both kept under ``dist:name``. kvx's own built-in keeps the bare name
+(so a plugin cannot change what ``press=snapkv`` or the default config means); between two
+third-party distributions the bare name is ambiguous and asking for it is an error naming both.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ GROUPS: dict[str, str] = {
     "reader": "kvx.readers",
     "turn_selector": "kvx.turn_selectors",
     "diagnostic": "kvx.diagnostics",
+    "transform": "kvx.transforms",
 }
 BUILTIN_DIST = "kvx"
 DISABLE_ENV = "KVX_DISABLE_PLUGINS"
@@ -76,17 +78,23 @@ class Registry:
     entries: list[Entry] = field(default_factory=list)
 
     def names(self) -> list[str]:
-        """Names a user can type: bare where unique, ``dist:name`` where two dists collide."""
-        counts: dict[str, int] = {}
-        for e in self.entries:
-            counts[e.name] = counts.get(e.name, 0) + 1
-        return sorted(e.name if counts[e.name] == 1 else e.qualified for e in self.entries)
+        """Names a user can type, one per entry: bare for built-ins and unique names, ``dist:name``
+        for a plugin that shares its name with a built-in or another plugin."""
+        return sorted(self.display_name(e) for e in self.entries)
+
+    def display_name(self, entry: Entry) -> str:
+        return entry.name if entry.dist == BUILTIN_DIST or not self.collisions(entry) else entry.qualified
+
+    def collisions(self, entry: Entry) -> list[Entry]:
+        """The other entries registered under the same bare name."""
+        return [e for e in self.entries if e.name == entry.name and e is not entry]
 
     def entry(self, name: str) -> Entry:
         if ":" in name:
             matches = [e for e in self.entries if e.qualified == name]
         else:
             matches = [e for e in self.entries if e.name == name]
+            matches = [e for e in matches if e.dist == BUILTIN_DIST] or matches  # a built-in wins
         if len(matches) > 1:
             dists = ", ".join(e.qualified for e in matches)
             raise RegistryError(
@@ -139,6 +147,13 @@ def registry(kind: str) -> Registry:
     if kind not in _REGISTRIES:
         _REGISTRIES[kind] = _discover(kind, GROUPS[kind])
     return _REGISTRIES[kind]
+
+
+def canonical(kind: str, name: str) -> str:
+    """One identity per entry however it was typed: ``snapkv`` and ``kvx:snapkv`` are the built-in
+    ``snapkv``; a third-party entry is always its ``dist:name``. RegistryError like ``entry()``."""
+    entry = registry(kind).entry(name)
+    return entry.name if entry.dist == BUILTIN_DIST else entry.qualified
 
 
 def reset() -> None:

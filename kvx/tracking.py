@@ -20,6 +20,8 @@ from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig
 
 CONFIG_HASH = "kvx.config_hash"
+CELL_ID = "kvx.cell_id"
+DIAGNOSTICS = "kvx.diagnostics"
 ROLE = "kvx.role"
 CONTROL_KEY = "kvx.control_key"
 PLANNED_JOBS = "kvx.planned_jobs"
@@ -55,10 +57,6 @@ def ensure_experiment(cfg: DictConfig) -> tuple[MlflowClient, str]:
 
 def runs_with_tag(client: MlflowClient, exp_id: str, key: str, value: str) -> list[Run]:
     return client.search_runs([exp_id], filter_string=f"tags.`{key}` = '{value}'", max_results=1000)
-
-
-def finished_run(client: MlflowClient, exp_id: str, config_hash: str) -> Run | None:
-    return finished_run_with(client, exp_id, CONFIG_HASH, config_hash)
 
 
 def finished_run_with(client: MlflowClient, exp_id: str, key: str, value: str) -> Run | None:

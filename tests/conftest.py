@@ -19,6 +19,6 @@ def tiny():
 
 @pytest.fixture()
 def engine(tmp_path):
-    from kvx.engine import Engine
+    from kvx.pipeline.engine import Engine
 
     return Engine(tmp_path / "outputs", 512 * 2**20)

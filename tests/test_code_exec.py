@@ -106,9 +106,10 @@ def test_edit_sim_is_difflib_ratio_against_the_canonical_solution():
 )
 def test_outcome_scores_and_runs_once(status, score):
     task, fake = task_with(status)
-    assert task.score(BODY, SOURCE) == score
-    assert task.metrics(BODY, SOURCE) == {"pass": score, "edit_sim": 1.0}
-    assert task.details(BODY, SOURCE) == {
+    result = task.evaluate(BODY, SOURCE)
+    assert result.value == score and result.correct == (score == 1.0)
+    assert result.metrics == {"pass": score, "edit_sim": 1.0}
+    assert result.details == {
         "outcome": status,
         "reason": f"{status} reason",
         "seconds": 0.25,
@@ -117,15 +118,16 @@ def test_outcome_scores_and_runs_once(status, score):
         "execution_enabled_by": "env",
     }
     assert fake.programs == [assemble(BODY, PROMPT, TEST, "total")]
-    task.score("    return 0\n", SOURCE)
+    task.evaluate(BODY, SOURCE)
+    assert len(fake.programs) == 1  # the same prediction is not run again
+    task.evaluate("    return 0\n", SOURCE)
     assert len(fake.programs) == 2  # another prediction is another program
 
 
 def test_refused_is_an_error_not_a_wrong_answer():
     task, _ = task_with("refused")
-    for method in (task.score, task.metrics, task.details):
-        with pytest.raises(RuntimeError, match="refused: refused reason"):
-            method(BODY, SOURCE)
+    with pytest.raises(RuntimeError, match="refused: refused reason"):
+        task.evaluate(BODY, SOURCE)
 
 
 def test_sources_are_humaneval_prompts_in_seeded_order():
@@ -178,9 +180,9 @@ def test_real_executor_passes_canonical_solutions_and_fails_a_wrong_one(monkeypa
     monkeypatch.delenv("KVX_ALLOW_CODE_EXECUTION", raising=False)
     task = CodeExec(execute=True, problems="HumanEval/0,HumanEval/2")
     for source in task.sources(2, 0, 0, words):
-        assert task.score(source.answers[0], source) == 1.0
-        details = task.details(source.answers[0], source)
-        assert details["outcome"] == "pass" and details["execution_enabled_by"] == "config"
-        assert details["isolation"]
-        assert task.score("    return None\n", source) == 0.0
-        assert task.details("    return None\n", source)["outcome"] == "fail"
+        good = task.evaluate(source.answers[0], source)
+        assert good.value == 1.0
+        assert good.details["outcome"] == "pass" and good.details["execution_enabled_by"] == "config"
+        assert good.details["isolation"]
+        bad = task.evaluate("    return None\n", source)
+        assert bad.value == 0.0 and bad.details["outcome"] == "fail"

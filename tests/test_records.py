@@ -5,41 +5,37 @@ from __future__ import annotations
 import jsonschema
 import pytest
 
-from kvx.records import cell_metrics, transition, validate
+from kvx.records import Answer, Record, cell_metrics, schema, validate
 
 
 def rec(status, full=None, comp=None):
-    answer = lambda ok, score: {  # noqa: E731
-        "output": "x",
-        "normalized": "x",
-        "score": score,
-        "correct": ok,
-        "token_ids": [1],
-        "stop_reason": "eos",
-    }
-    f = answer(*full) if full else None
-    c = answer(*comp) if comp else None
-    return {
-        "schema_version": "1",
-        "key": "k",
-        "status": status,
-        "reason": "" if status == "supported" else "why",
-        "task": "t",
-        "source_id": "s",
-        "reader": "r",
-        "model_revision": "m",
-        "compressor": "c",
-        "seed": 0,
-        "setting": {"ratio": 0.5, "retained_share": 0.5, "method_parameter": {}},
-        "prompt_hash": "0" * 64,
-        "n_context_tokens": 10,
-        "n_question_tokens": 2,
-        "full": f,
-        "compressed": c,
-        "transition": transition(f["correct"], c["correct"]) if (f and c) else None,
-        "config_hash": "h",
-        "versions": {},
-    }
+    """A record written the way the app writes it: through ``Record``."""
+    answer = lambda ok, score: Answer("x", "x", score, ok, [1], "eos")  # noqa: E731
+    record = Record(
+        key="k",
+        status=status,
+        reason="" if status == "supported" else "why",
+        task="t",
+        source_id="s",
+        references=["x"],
+        reader="r",
+        model_revision="m",
+        compressor="c",
+        seed=0,
+        setting={"kind": "ratio", "value": 0.5, "ratio": 0.5, "retained_share": 0.5, "method_parameter": {}},
+        prompt_hash="0" * 64,
+        n_context_tokens=10,
+        n_question_tokens=2,
+        config_hash="h",
+        cell={"id": "0" * 16, "fields": {"task": "t"}},
+        versions={},
+        full=answer(*full) if full else None,
+    )
+    if full and comp:
+        record.pair(record.full, answer(*comp))
+    elif status != "supported":
+        record.fail(status, "why")
+    return record.to_dict()
 
 
 def test_cell_metrics_hand_computed():
@@ -87,3 +83,32 @@ def test_schema_requires_a_fullcache_partner_and_a_version():
     del unversioned["schema_version"]
     with pytest.raises(jsonschema.ValidationError):
         validate(unversioned)
+
+
+def test_record_model_and_schema_describe_the_same_fields():
+    """The dataclass is the writer; the schema is what readers check: they must not drift apart."""
+    import dataclasses
+
+    fields = {f.name: f for f in dataclasses.fields(Record)}
+    assert set(fields) == set(schema()["properties"])
+    required = {n for n, f in fields.items() if f.default is dataclasses.MISSING}
+    required |= {"schema_version", "full", "compressed", "transition"}  # always written, may be null
+    assert required == set(schema()["required"])
+    answer_schema = schema()["$defs"]["answer"]
+    assert {f.name for f in dataclasses.fields(Answer)} == set(answer_schema["properties"])
+    assert {f.name for f in dataclasses.fields(Answer) if f.default_factory is dataclasses.MISSING} == set(
+        answer_schema["required"]
+    )
+
+
+def test_optional_fields_are_left_out_not_written_as_null():
+    record = rec("supported", (True, 1.0), (True, 1.0))
+    assert "diagnostics" not in record and "transform" not in record and "category" not in record
+    assert record["full"] == {
+        "output": "x",
+        "normalized": "x",
+        "score": 1.0,
+        "correct": True,
+        "token_ids": [1],
+        "stop_reason": "eos",
+    }

@@ -68,6 +68,15 @@ def test_hotpot_context_layout_and_exact_evidence(hotpot_file):
     assert source.answers == ["Paris"]
     assert source.answer_prefix == "Answer:"
     assert source.metadata["prompt_tokens"] == words(f"{source.context}\n{source.question}")
+    # one segment per document after the preamble; evidence lies inside the right documents
+    assert [s.id for s in source.segments] == ["preamble", "doc1", "doc2", "doc3"]
+    assert [s.title for s in source.segments[1:]] == ["Berlin", "France", "Paris"]
+    spans = dict(zip([s.id for s in source.segments], source.segment_spans()))
+    assert source.context[slice(*spans["doc2"])] == source.segments[2].text
+    assert [next(k for k, (a, b) in spans.items() if a <= s and e <= b) for s, e in source.evidence] == [
+        "doc2",
+        "doc3",
+    ]
 
 
 def test_hotpot_records_unaligned_supporting_facts(hotpot_file):
@@ -85,10 +94,10 @@ def test_hotpot_records_unaligned_supporting_facts(hotpot_file):
 def test_hotpot_scoring_uses_normalised_containment(hotpot_file):
     task = HotpotQA(path=hotpot_file)
     source = by_id(task.sources(3, 0, 0, words))["hotpotqa_a1"]
-    assert task.score("The answer is PARIS, France.", source) == 1.0
-    assert task.score("Lyon", source) == 0.0
-    assert task.is_correct(task.score("paris!", source))
-    assert task.normalize(" Paris, France. ") == "paris france"
+    assert task.evaluate("The answer is PARIS, France.", source).value == 1.0
+    assert task.evaluate("Lyon", source).value == 0.0
+    assert task.evaluate("paris!", source).correct
+    assert task.evaluate(" Paris, France. ", source).normalized == "paris france"
 
 
 def test_hotpot_subsample_is_seeded(hotpot_file):
@@ -162,7 +171,7 @@ def test_jsonl_fields_evidence_and_ids(jsonl_file):
     r0, r1 = sources["r0"], sources["r1"]
     assert [r0.context[s:e] for s, e in r0.evidence] == ["Bob lives in Oslo."]
     assert r1.evidence == [(0, 16)] and r1.answers == ["blue"]
-    assert task.score("Two, maybe", sources["r2"]) == 0.5
+    assert task.evaluate("Two, maybe", sources["r2"]).value == 0.5
 
 
 def test_jsonl_default_ids_and_no_evidence(jsonl_file):
@@ -175,8 +184,8 @@ def test_jsonl_default_ids_and_no_evidence(jsonl_file):
 def test_jsonl_ruler_scorers(jsonl_file, scorer, expected):
     task = JsonlTask(path=jsonl_file, id_field="uid", scorer=scorer)
     source = by_id(task.sources(3, 0, 0, words))["r2"]
-    assert task.score("THREE", source) == expected
-    assert task.normalize(" THREE. ") == "THREE."
+    assert task.evaluate("THREE", source).value == expected
+    assert task.evaluate(" THREE. ", source).normalized == "THREE."
 
 
 def test_jsonl_errors(jsonl_file, tmp_path):

@@ -56,8 +56,8 @@ def test_prompt_fills_target_without_exceeding_it(task, target):
         tokens = words(f"{source.context}\n{source.question}")
         assert tokens == source.metadata["prompt_tokens"]
         assert target - 40 <= tokens <= target
-        assert task.score(" ".join(source.answers), source) == 1.0
-        assert task.score("", source) == 0.0
+        assert task.evaluate(" ".join(source.answers), source).value == 1.0
+        assert task.evaluate("", source).value == 0.0
 
 
 def test_ids_and_prompt_text():

@@ -38,8 +38,9 @@ def builtin() -> dict[str, object]:
 
 def judge(output: str, source) -> dict[str, float]:
     task = ToolCall()
-    metrics = task.metrics(output, source)
-    assert task.score(output, source) == metrics["args_exact"]
+    score = task.evaluate(output, source)
+    metrics = score.metrics
+    assert score.value == metrics["args_exact"] and score.correct == (metrics["args_exact"] == 1.0)
     assert metrics["json_valid"] >= metrics["name_match"] >= metrics["schema_valid"] >= metrics["args_exact"]
     return metrics
 
@@ -133,7 +134,7 @@ def test_schema_violations(builtin, arguments: dict) -> None:
     output = json.dumps({"name": "get_weather", "arguments": arguments})
     metrics = judge(output, builtin["tool_call_weather_paris"])
     assert (metrics["name_match"], metrics["schema_valid"]) == (1.0, 0.0)
-    assert "schema:" in ToolCall().details(output, builtin["tool_call_weather_paris"])["error"]
+    assert "schema:" in ToolCall().evaluate(output, builtin["tool_call_weather_paris"]).details["error"]
 
 
 def test_defaults_spelled_out_or_omitted_are_the_same_call(builtin) -> None:
@@ -179,7 +180,7 @@ def test_value_comparison_is_typed() -> None:
 
 
 def test_details_report_the_extracted_object(builtin) -> None:
-    details = ToolCall().details('ok {"name": "nope"} done', builtin["tool_call_weather_paris"])
+    details = ToolCall().evaluate('ok {"name": "nope"} done', builtin["tool_call_weather_paris"]).details
     assert details == {"extracted": '{"name": "nope"}', "error": "wrong tool: 'nope'"}
 
 

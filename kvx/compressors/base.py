@@ -17,11 +17,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import torch
-
-from kvx.errors import ConfigError
+from kvx.checks import check_ratio
+from kvx.identity import SettingSpec
 
 if TYPE_CHECKING:
+    import torch
     from transformers import Cache, PreTrainedModel
 
     from kvx.capture import Capture
@@ -36,6 +36,9 @@ class Setting:
     method_parameter: dict[str, Any] = field(default_factory=dict)
     supported: bool = True
     reason: str = ""
+    #: how the setting was asked for (``SettingSpec``): ``ratio`` is what the method ran with
+    kind: str = "ratio"
+    value: float | int | None = None
 
 
 @dataclass
@@ -61,11 +64,15 @@ class RetainedMap:
         """The rows of ``mask`` that belong to layers compression touched (all rows by default)."""
         if self.compressed is None:
             return self.mask
+        import torch
+
         heads = self.mask.shape[0] // len(self.compressed)
         return self.mask[torch.tensor(self.compressed).repeat_interleave(heads)]
 
     def cache_rows(self, lengths: list[int], heads: int) -> list[torch.Tensor]:
         """Per layer, (heads, rows) original position of each of the first ``lengths[l]`` cache rows."""
+        import torch
+
         return self.rows or [torch.arange(length).expand(heads, -1) for length in lengths]
 
 
@@ -78,13 +85,41 @@ class Compressor(ABC):
     #: decode positions continue from the compressed cache length (key re-rotation), not the original
     decode_from_cache_length: ClassVar[bool] = False
 
-    def validate(self, ratio: float) -> None:
-        """Reject invalid configuration before any model loads."""
-        check_ratio(ratio)
+    def validate(self) -> None:  # noqa: B027 - optional hook, presets without fields have nothing to check
+        """Reject invalid fields before any model loads (``ratio`` and ``budget_tokens`` are checked
+        once for every compressor by ``kvx.preflight``); raise ``kvx.errors.ConfigError``."""
+
+    #: why a fixed token budget does not apply to this compressor ("" = it does)
+    budget_unsupported: ClassVar[str] = ""
 
     @abstractmethod
     def setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
         """Interpret ``ratio`` for this method; unsupported settings say why."""
+
+    def setting_spec(self, ratio: float, budget_tokens: int | None) -> SettingSpec:
+        """The setting as the cell identity sees it: a token budget, a ratio, or ``none`` for
+        compressors whose own fields fix what they keep (so ratios they ignore are one cell)."""
+        if budget_tokens is not None:
+            return SettingSpec("budget_tokens", budget_tokens)
+        return SettingSpec("ratio", ratio)
+
+    def budget_ratio(self, budget: int, n_context: int) -> float:
+        """The kvpress ratio that keeps ``budget`` of ``n_context`` tokens per head."""
+        return ratio_for_budget(budget, n_context)
+
+    def resolve(self, spec: SettingSpec, n_context: int, model: PreTrainedModel) -> Setting:
+        """The setting on one context: a budget becomes this context's ratio (recorded with both)."""
+        if spec.kind == "budget_tokens" and self.budget_unsupported:
+            return Setting(0.0, None, {}, False, self.budget_unsupported, spec.kind, spec.value)
+        if spec.kind == "budget_tokens":
+            ratio = self.budget_ratio(int(spec.value), n_context)
+        else:
+            ratio = float(spec.value) if spec.kind == "ratio" else 0.0
+        setting = self.setting(ratio, n_context, model)
+        setting.kind, setting.value = spec.kind, spec.value
+        if spec.kind == "budget_tokens" and setting.supported:
+            setting.method_parameter["budget_tokens"] = spec.value
+        return setting
 
     @abstractmethod
     def prefill(self, model: PreTrainedModel, context_ids: torch.Tensor, ratio: float) -> Cache:
@@ -101,15 +136,12 @@ class Compressor(ABC):
         return RetainedMap("not_applicable", reason=f"{type(self).__name__} exposes no original-position map")
 
 
-def check_ratio(ratio: Any) -> float:
-    """``ratio`` is kvpress's compression ratio: the fraction removed, in [0, 1)."""
-    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)):
-        raise ConfigError(
-            f"ratio={ratio!r} is not a number; use a fraction removed in [0, 1), e.g. ratio=0.5"
-        )
-    if not 0.0 <= float(ratio) < 1.0:
-        raise ConfigError(f"ratio={ratio} is outside [0, 1): ratio is the fraction of the cache removed")
-    return float(ratio)
+def ratio_for_budget(budget: int, n_context: int) -> float:
+    """The ratio whose ``n_kept`` is exactly ``budget`` (0 when the budget holds the whole context).
+
+    ``int(n * (1 - r))`` with ``1 - r = (budget + 0.5) / n`` is ``budget`` for every n: the half
+    token keeps floating-point error away from the integer boundary."""
+    return 0.0 if budget >= n_context else 1.0 - (budget + 0.5) / n_context
 
 
 def n_kept(k_len: int, ratio: float) -> int:

@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-import torch
-from transformers import QuantizedCache
-
-from kvx.compressors.base import Compressor, RetainedMap, Setting, check_ratio
-from kvx.errors import ConfigError
+from kvx.checks import check_choice, check_int
+from kvx.compressors.base import Compressor, RetainedMap, Setting
+from kvx.identity import SettingSpec
 
 if TYPE_CHECKING:
+    import torch
+    from transformers import QuantizedCache
     from transformers import Cache, PreTrainedModel
 
     from kvx.capture import Capture
@@ -35,16 +35,22 @@ class HQQCache(Compressor):
     axis_key: int = 0
     axis_value: int = 0
     fast_path: ClassVar[bool] = True
+    budget_unsupported: ClassVar[str] = (
+        "HQQ quantizes every token and keeps them all: a token budget does not apply (use press.bits)"
+    )
 
-    def validate(self, ratio: float) -> None:
-        check_ratio(ratio)
-        if self.bits is not None and self.bits not in BITS:
-            raise ConfigError(f"press.bits={self.bits} is not supported by HQQ here; choose one of {BITS}")
-        if self.group_size <= 0 or self.residual_length < 0:
-            raise ConfigError(
-                f"press.group_size={self.group_size} and press.residual_length={self.residual_length} "
-                "must be positive"
-            )
+    def setting_spec(self, ratio: float, budget_tokens: int | None) -> SettingSpec:
+        if self.bits is not None and budget_tokens is None:
+            return SettingSpec("none", None)  # press.bits fixes the cache; the ratio is not used
+        return super().setting_spec(ratio, budget_tokens)
+
+    def validate(self) -> None:
+        if self.bits is not None:
+            check_choice("press.bits", self.bits, BITS)
+        check_int("press.group_size", self.group_size, 1)
+        check_int("press.residual_length", self.residual_length, 0)
+        check_choice("press.axis_key", self.axis_key, (0, 1))
+        check_choice("press.axis_value", self.axis_value, (0, 1))
 
     def resolved_bits(self, ratio: float) -> int | None:
         return self.bits if self.bits is not None else RATIO_TO_BITS.get(round(ratio, 6))
@@ -58,6 +64,8 @@ class HQQCache(Compressor):
         return Setting(ratio, bits / 16, params)
 
     def _cache(self, model: PreTrainedModel, ratio: float) -> QuantizedCache:
+        from transformers import QuantizedCache
+
         return QuantizedCache(
             backend="hqq",
             config=model.config,

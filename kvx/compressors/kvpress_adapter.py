@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import typing
 from abc import abstractmethod
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Union
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import torch
-from kvpress import ScorerPress
-from transformers import DynamicCache
-
-from kvx.compressors.base import Compressor, RetainedMap, Setting, check_ratio, n_kept
+from kvx.compressors.base import Compressor, RetainedMap, Setting, n_kept
 
 if TYPE_CHECKING:
+    import torch
     from kvpress.presses.base_press import BasePress
     from transformers import Cache, PreTrainedModel
 
@@ -55,7 +50,12 @@ def clear_head_masks(model: PreTrainedModel) -> None:
 
 
 class KVPressCompressor(Compressor):
-    """A kvpress press; subclasses say how to build it from ``ratio`` and their fields."""
+    """A kvpress press; subclasses say how to build it from ``ratio`` and their fields.
+
+    Modules defining one import kvpress, torch and transformers inside methods only: Hydra imports
+    every built-in to register its config node, and a bad value must fail in a second, not after
+    kvpress's ten-second import.
+    """
 
     fast_path: ClassVar[bool] = True
     #: presses that write into the keys they are given (ThinK zeroes channels)
@@ -92,6 +92,8 @@ class KVPressCompressor(Compressor):
 
     def _press(self, ratio: float) -> BasePress:
         """Build the press and record the scores its top-k uses (KVDiagnosis: measured maps)."""
+        from kvpress import ScorerPress
+
         press = self.build_press(ratio)
         object.__setattr__(self, "_last", (press, {}))
         if isinstance(press, ScorerPress):
@@ -109,6 +111,9 @@ class KVPressCompressor(Compressor):
     def retained_map(
         self, model: PreTrainedModel, cache: Cache, capture: Capture | None, ratio: float
     ) -> RetainedMap:
+        import torch
+        from kvpress import ScorerPress
+
         press, scores = getattr(self, "_last", (None, {}))
         if not isinstance(press, ScorerPress):
             return RetainedMap("not_applicable", reason=f"{type(press).__name__} is not a ScorerPress")
@@ -132,6 +137,8 @@ class KVPressCompressor(Compressor):
         return RetainedMap("measured", mask, rows=rows, compressed=compressed_flags(model))
 
     def prefill(self, model: PreTrainedModel, context_ids: torch.Tensor, ratio: float) -> Cache:
+        from transformers import DynamicCache
+
         clear_head_masks(model)
         press = self._press(ratio)
         layers = set(compressed_layers(model))
@@ -148,6 +155,8 @@ class KVPressCompressor(Compressor):
         return cache
 
     def compress_captured(self, model: PreTrainedModel, capture: Capture, ratio: float) -> Cache:
+        from transformers import DynamicCache
+
         clear_head_masks(model)
         press = self._press(ratio)
         press.post_init_from_model(model)
@@ -168,56 +177,3 @@ class KVPressCompressor(Compressor):
             keys, values = press.compress(module, layer.hidden_states, keys, layer.values, None, kwargs)
             cache.update(keys, values, idx)
         return cache
-
-
-_SIMPLE = (int, float, bool, str)
-
-
-def _config_type(hint: Any) -> Any | None:
-    """The OmegaConf-compatible type of a press field, or None when it is not a plain value."""
-    if hint in _SIMPLE:
-        return hint
-    origin = typing.get_origin(hint)
-    if origin is Literal and all(isinstance(a, str) for a in typing.get_args(hint)):
-        return str
-    if origin is Union:
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        if len(args) == 1 and args[0] in _SIMPLE:
-            return typing.Optional[args[0]]  # noqa: UP045 - OmegaConf reads typing.Optional
-    return None
-
-
-def scorer_press_compressor(
-    name: str, press_cls: type, *, fast_path: bool = True, attn: str | None = None, **defaults: Any
-) -> type[KVPressCompressor]:
-    """A kvx compressor dataclass for a kvpress press taking ``compression_ratio``.
-
-    Its fields are the press's plain-valued fields (so ``press.<field>=...`` overrides work),
-    with kvx's defaults where given.
-    """
-    hints = typing.get_type_hints(press_cls)
-    fields: list[tuple[str, Any, Any]] = []
-    for f in dataclasses.fields(press_cls):
-        ctype = _config_type(hints.get(f.name))
-        if f.name == "compression_ratio" or f.name.startswith("_") or ctype is None:
-            continue
-        default = defaults.get(f.name, f.default)
-        if default is dataclasses.MISSING:
-            continue
-        fields.append((f.name, ctype, dataclasses.field(default=default)))
-
-    def build_press(self: Any, ratio: float) -> BasePress:
-        return press_cls(compression_ratio=check_ratio(ratio), **self.press_fields())
-
-    cls = dataclasses.make_dataclass(
-        name,
-        fields,
-        bases=(KVPressCompressor,),
-        namespace={
-            "build_press": build_press,
-            "fast_path": fast_path,
-            "attn_implementation": attn,
-            "__doc__": f"kvpress {press_cls.__name__} (kept per head = max(1, int(n * (1 - ratio)))).",
-        },
-    )
-    return dataclass(cls)

@@ -9,19 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-import torch
-from kvpress import (
-    AdaKVPress,
-    ChunkKVPress,
-    KeyDiffPress,
-    KnormPress,
-    PyramidKVPress,
-    SnapKVPress,
-    StreamingLLMPress,
-    ThinKPress,
-    TOVAPress,
-)
-
+from kvx.checks import check_int, check_number
 from kvx.compressors.base import RetainedMap, Setting, n_kept
 from kvx.compressors.kvpress_adapter import (
     KVPressCompressor,
@@ -29,8 +17,10 @@ from kvx.compressors.kvpress_adapter import (
     compressed_flags,
     compressed_layers,
 )
+from kvx.errors import ConfigError
 
 if TYPE_CHECKING:
+    import torch
     from kvpress.presses.base_press import BasePress
     from transformers import Cache, PreTrainedModel
 
@@ -43,7 +33,12 @@ class StreamingLLM(KVPressCompressor):
 
     n_sink: int = 4
 
+    def validate(self) -> None:
+        check_int("press.n_sink", self.n_sink, 0)
+
     def build_press(self, ratio: float) -> BasePress:
+        from kvpress import StreamingLLMPress
+
         return StreamingLLMPress(compression_ratio=ratio, n_sink=self.n_sink)
 
 
@@ -54,7 +49,12 @@ class SnapKV(KVPressCompressor):
     window_size: int = 64
     kernel_size: int = 5
 
+    def validate(self) -> None:
+        check_window(self.window_size, self.kernel_size)
+
     def build_press(self, ratio: float) -> BasePress:
+        from kvpress import SnapKVPress
+
         return SnapKVPress(
             compression_ratio=ratio, window_size=self.window_size, kernel_size=self.kernel_size
         )
@@ -73,6 +73,8 @@ class TOVA(KVPressCompressor):
     """Current-query attention; the same positions for every head of a layer."""
 
     def build_press(self, ratio: float) -> BasePress:
+        from kvpress import TOVAPress
+
         return TOVAPress(compression_ratio=ratio)
 
 
@@ -81,6 +83,8 @@ class KeyDiff(KVPressCompressor):
     """Key-similarity eviction (keeps keys least similar to the mean key)."""
 
     def build_press(self, ratio: float) -> BasePress:
+        from kvpress import KeyDiffPress
+
         return KeyDiffPress(compression_ratio=ratio)
 
 
@@ -91,8 +95,14 @@ class ThinK(KVPressCompressor):
 
     window_size: int = 32
     mutates_keys: ClassVar[bool] = True
+    budget_unsupported: ClassVar[str] = "ThinK prunes key channels, not tokens: a token budget does not apply"
+
+    def validate(self) -> None:
+        check_int("press.window_size", self.window_size, 1)
 
     def build_press(self, ratio: float) -> BasePress:
+        from kvpress import ThinKPress
+
         return ThinKPress(key_channel_compression_ratio=2 * ratio, window_size=self.window_size)
 
     def press_setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
@@ -120,7 +130,18 @@ class ChunkKV(KVPressCompressor):
 
     chunk_length: int = 20
 
+    def budget_ratio(self, budget: int, n_context: int) -> float:
+        """Whole chunks: the ratio that keeps ``budget // chunk_length`` chunks (at least one)."""
+        n_chunks = -(-n_context // self.chunk_length)
+        kept = max(1, budget // self.chunk_length)
+        return 0.0 if kept >= n_chunks else 1.0 - (kept + 0.5) / n_chunks
+
+    def validate(self) -> None:
+        check_int("press.chunk_length", self.chunk_length, 1)
+
     def build_press(self, ratio: float) -> BasePress:
+        from kvpress import ChunkKVPress, KnormPress
+
         return ChunkKVPress(press=KnormPress(compression_ratio=ratio), chunk_length=self.chunk_length)
 
     def press_setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
@@ -140,6 +161,8 @@ class ChunkKV(KVPressCompressor):
         self, model: PreTrainedModel, cache: Cache, capture: Capture | None, ratio: float
     ) -> RetainedMap:
         """Projected: the kept chunks' token positions, found by matching kept key rows."""
+        import torch
+
         if capture is None:
             return RetainedMap("not_applicable", reason="ChunkKV's map needs the captured prefill")
         rows, order = [], []
@@ -165,7 +188,13 @@ class AdaKV(KVPressCompressor):
     kernel_size: int = 5
     alpha_safeguard: float = 0.2
 
+    def validate(self) -> None:
+        check_window(self.window_size, self.kernel_size)
+        check_number("press.alpha_safeguard", self.alpha_safeguard, 0.0, 1.0)
+
     def build_press(self, ratio: float) -> BasePress:
+        from kvpress import AdaKVPress, SnapKVPress
+
         base = SnapKVPress(
             compression_ratio=ratio, window_size=self.window_size, kernel_size=self.kernel_size
         )
@@ -183,6 +212,8 @@ class AdaKV(KVPressCompressor):
         self, model: PreTrainedModel, cache: Cache, capture: Capture | None, ratio: float
     ) -> RetainedMap:
         """Measured per head: every position except the ones AdaKV masked in that head."""
+        import torch
+
         modules = attention_layers(model)
         heads, n = cache.layers[0].keys.shape[1], cache.layers[0].keys.shape[2]
         mask = torch.ones(len(modules) * heads, n, dtype=torch.bool)
@@ -203,7 +234,13 @@ class PyramidKV(KVPressCompressor):
     kernel_size: int = 5
     beta: int = 20
 
+    def validate(self) -> None:
+        check_window(self.window_size, self.kernel_size)
+        check_int("press.beta", self.beta, 1)
+
     def build_press(self, ratio: float) -> BasePress:
+        from kvpress import PyramidKVPress
+
         return PyramidKVPress(
             compression_ratio=ratio,
             window_size=self.window_size,
@@ -221,6 +258,14 @@ class PyramidKV(KVPressCompressor):
         budgets = [press.get_layer_budget(modules[idx], n_context) for idx in compressed_layers(model)]
         params = {"kept_tokens_per_layer": budgets, **self.press_fields()}
         return Setting(ratio, sum(budgets) / (len(budgets) * n_context), params)
+
+
+def check_window(window_size: int, kernel_size: int) -> None:
+    """SnapKV-style scoring: a window of at least one query, pooled with an odd kernel (an even one
+    lengthens the pooled scores by one and kvpress's reshape fails)."""
+    check_int("press.window_size", window_size, 1)
+    if check_int("press.kernel_size", kernel_size, 1) % 2 == 0:
+        raise ConfigError(f"press.kernel_size={kernel_size} must be odd")
 
 
 def match_rows(kept: torch.Tensor, full: torch.Tensor) -> list[int] | None:

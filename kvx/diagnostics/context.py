@@ -16,7 +16,8 @@ from kvx.diagnostics.alignment import Alignment, align_evidence
 if TYPE_CHECKING:
     from transformers import Cache
 
-    from kvx.engine import Cell, CompressedRun
+    from kvx.pipeline.compress import CompressedRun
+    from kvx.pipeline.engine import Cell
     from kvx.readers.base import LoadedReader, Prompt
     from kvx.tasks.base import Source
 
@@ -49,8 +50,8 @@ class DiagnosticContext:
         digest = hashlib.sha256(
             self.run.prefill_ids.cpu().numpy().tobytes() + self.run.feed.cpu().numpy().tobytes()
         )
-        key = f"{name}:{digest.hexdigest()}:{','.join(map(str, reference[0].tolist()))}"
-        return self.run.engine.full_side_memo(key, compute)
+        key = f"{name}:{self.reader.key}:{digest.hexdigest()}:{','.join(map(str, reference[0].tolist()))}"
+        return self.run.memo.memo(key, compute)
 
     def full_cache(self) -> Cache:
         """The uncompressed cache of the same prefill, from the capture when there is one.
@@ -62,7 +63,7 @@ class DiagnosticContext:
             return self.run.capture.full_cache()
         from kvx.capture import capture_prefill
 
-        self.run.engine.prefills += 1
+        self.run.caches.prefills += 1
         return capture_prefill(self.reader.model, self.run.prefill_ids).full_cache()
 
     def reference_ids(self) -> torch.Tensor:

@@ -77,7 +77,7 @@ class Intervention(Diagnostic):
             gen = self._decode(context, masks)
             outcomes[arm] = {
                 "output": gen.text,
-                "correct": bool(task.is_correct(task.score(gen.text, source))),
+                "correct": bool(task.evaluate(gen.text, source).correct),
             }
         values = {f"{arm}_{k}": v for arm, o in outcomes.items() for k, v in o.items()}
         values["boost"] = self.boost

@@ -12,14 +12,19 @@ import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
-
-import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from typing import TYPE_CHECKING, Any
 
 from kvx.errors import ConfigError
 
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from kvx.tasks.base import Source
+
 PRECISIONS = {"32-true", "16-true", "bf16-true", "16-mixed", "bf16-mixed", "64-true"}
+#: Lightning Fabric's accelerator names
+ACCELERATORS = {"auto", "cpu", "cuda", "gpu", "mps", "tpu"}
 
 
 @dataclass
@@ -30,6 +35,9 @@ class Prompt:
     question_ids: torch.Tensor  # (1, n_question), question + template suffix + answer prefix
     context_text: str = ""  # the templated text context_ids encode
     context_offset: int = 0  # where the source's context starts inside context_text
+    #: per segment of the source, the [start, end) token positions of context_ids it occupies
+    #: (None: the tokenizer gives no character offsets)
+    segment_spans: list[tuple[int, int]] | None = None
 
 
 @dataclass
@@ -39,6 +47,22 @@ class LoadedReader:
     tokenizer: PreTrainedTokenizerBase
     revision: str
     fabric: Any
+    #: the reader part of the cell identity (canonical name, fields, resolved weights)
+    identity: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: the reader as records and tables name it (``hf:<model id>``, ``smollm2``)
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        # a reader built by hand (tests, scripts) is identified by its name and revision
+        self.identity = self.identity or {"name": self.name, "fields": {}, "revision": self.revision}
+        self.label = self.label or self.name
+
+    @property
+    def key(self) -> str:
+        """Identity of the loaded weights and tokenizer: keys captured prefills and memos."""
+        from kvx.identity import digest
+
+        return digest(self.identity) if self.identity else self.name
 
     @property
     def device(self) -> torch.device:
@@ -68,6 +92,25 @@ class LoadedReader:
         offset = len(context) - len(source_context)
         return Prompt(ctx.to(self.device), q.to(self.device), context, offset)
 
+    def render(self, source: Source) -> Prompt:
+        """The encode stage: the source's segments as one prompt, with each segment's token span."""
+        prompt = self.encode(source.context, source.question, source.answer_prefix)
+        if getattr(self.tokenizer, "is_fast", False):
+            enc = self.tokenizer(prompt.context_text, add_special_tokens=False, return_offsets_mapping=True)
+            if enc["input_ids"] == prompt.context_ids[0].tolist():
+                prompt.segment_spans = token_spans(enc["offset_mapping"], source, prompt.context_offset)
+        return prompt
+
+
+def token_spans(offsets: list[tuple[int, int]], source: Source, shift: int) -> list[tuple[int, int]]:
+    """[start, end) token positions overlapping each segment's characters (empty: (start, start))."""
+    out = []
+    for lo, hi in source.segment_spans():
+        lo, hi = lo + shift, hi + shift
+        inside = [i for i, (a, b) in enumerate(offsets) if a < hi and b > lo and b > a]
+        out.append((inside[0], inside[-1] + 1) if inside else (0, 0))
+    return out
+
 
 class Reader(ABC):
     """Base class for ``kvx.readers`` plugins. Subclasses are dataclasses with these fields too."""
@@ -78,6 +121,8 @@ class Reader(ABC):
     def validate(self) -> None:
         if self.precision not in PRECISIONS:
             raise ConfigError(f"reader.precision={self.precision!r} is not one of {sorted(PRECISIONS)}")
+        if self.accelerator not in ACCELERATORS:
+            raise ConfigError(f"reader.accelerator={self.accelerator!r} is not one of {sorted(ACCELERATORS)}")
 
     @abstractmethod
     def load_model(self) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, str]:
@@ -85,6 +130,30 @@ class Reader(ABC):
 
     def identity(self) -> dict[str, Any]:
         return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+    def fingerprint(self) -> dict[str, str]:
+        """What the fields alone leave open — the resolved revision or a hash of the weights (and,
+        where the tokenizer is not pinned by them, its chat template) — found without loading the
+        model, so a finished cell is recognised before any weights load."""
+        return {}
+
+    def label(self, name: str) -> str:
+        """How records and tables name this reader (subclasses add the model id)."""
+        return name
+
+
+_IDENTITIES: dict[str, dict[str, Any]] = {}
+
+
+def reader_identity(name: str, reader: Reader) -> dict[str, Any]:
+    """The reader part of a cell's identity: canonical name, fields and fingerprint (once per process)."""
+    from kvx.identity import component
+    from kvx.registry import canonical
+
+    key = f"{name}:{sorted(reader.identity().items())}"
+    if key not in _IDENTITIES:
+        _IDENTITIES[key] = component(canonical("reader", name), reader, **reader.fingerprint())
+    return _IDENTITIES[key]
 
 
 def make_fabric(accelerator: str, precision: str) -> Any:
@@ -108,7 +177,8 @@ def load_reader(name: str, reader: Reader) -> LoadedReader:
         model = fabric.setup_module(model).module  # moves and converts in place
         model.eval()
         _LOADED.clear()  # one model per process: a new reader replaces the old one
-        _LOADED[key] = LoadedReader(name, model, tokenizer, revision, fabric)
+        identity = reader_identity(name, reader)
+        _LOADED[key] = LoadedReader(name, model, tokenizer, revision, fabric, identity, reader.label(name))
     return _LOADED[key]
 
 

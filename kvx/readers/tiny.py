@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
+from kvx.checks import check_int
+from kvx.errors import ConfigError
 from kvx.readers.base import Reader
+
+if TYPE_CHECKING:
+    from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
@@ -20,6 +22,9 @@ CHAT_TEMPLATE = (
 
 def byte_tokenizer() -> PreTrainedTokenizerFast:
     """One token per byte plus ChatML specials: a real fast tokenizer with no files to fetch."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     vocab = {tok: i for i, tok in enumerate(SPECIALS + sorted(alphabet))}
     core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
@@ -44,7 +49,21 @@ class TinyLlama(Reader):
     accelerator: str = "cpu"
     precision: str = "32-true"
 
+    def validate(self) -> None:
+        super().validate()
+        check_int("reader.seed", self.seed)
+        for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads"):
+            check_int(f"reader.{key}", getattr(self, key), 1)
+        if self.hidden_size % self.num_attention_heads or self.num_attention_heads % self.num_key_value_heads:
+            raise ConfigError(
+                f"reader.hidden_size={self.hidden_size}, reader.num_attention_heads={self.num_attention_heads} "
+                f"and reader.num_key_value_heads={self.num_key_value_heads}: each must divide the one before"
+            )
+
     def load_model(self) -> tuple[LlamaForCausalLM, PreTrainedTokenizerFast, str]:
+        import torch
+        from transformers import LlamaConfig, LlamaForCausalLM
+
         tok = byte_tokenizer()
         config = LlamaConfig(
             vocab_size=len(tok),

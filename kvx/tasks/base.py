@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
@@ -17,8 +17,25 @@ CountTokens = Callable[[str], int]
 
 
 @dataclass(frozen=True)
+class Segment:
+    """One addressable piece of a context: a dialogue turn (role = speaker), a passage (with its
+    title), an instruction block, or a whole plain document. Transforms keep, drop or rewrite
+    segments; readers report each segment's token span."""
+
+    id: str
+    text: str
+    role: str = ""
+    title: str = ""
+
+
+@dataclass(frozen=True)
 class Source:
-    """One task prompt. ``evidence`` holds (start, end) character offsets into ``context``."""
+    """One task prompt. ``evidence`` holds (start, end) character offsets into ``context``.
+
+    The context is structured as ``segments`` joined by ``separator``; a plain document is one
+    segment (the default when a task gives none). Tasks with structure build sources with
+    ``Source.from_segments`` so the joined text and the segments can never disagree.
+    """
 
     id: str
     context: str
@@ -27,11 +44,55 @@ class Source:
     evidence: list[tuple[int, int]] = field(default_factory=list)
     answer_prefix: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    segments: tuple[Segment, ...] = ()
+    separator: str = "\n\n"
+
+    def __post_init__(self) -> None:
+        if self.segments and self.separator.join(s.text for s in self.segments) != self.context:
+            raise ValueError(f"source {self.id}: the segments do not join to the context")
+        if len({s.id for s in self.segments}) < len(self.segments):
+            raise ValueError(f"source {self.id}: segment ids must be unique")
+
+    @classmethod
+    def from_segments(cls, segments: Sequence[Segment], separator: str = "\n\n", **fields: Any) -> Source:
+        text = separator.join(s.text for s in segments)
+        return cls(context=text, segments=tuple(segments), separator=separator, **fields)
+
+    def parts(self) -> tuple[Segment, ...]:
+        """The segments, or the whole context as one segment ``"0"``."""
+        return self.segments or (Segment("0", self.context),)
+
+    def segment_spans(self) -> list[tuple[int, int]]:
+        """(start, end) character offsets of each segment in ``context``."""
+        spans, offset = [], 0
+        for segment in self.parts():
+            spans.append((offset, offset + len(segment.text)))
+            offset += len(segment.text) + len(self.separator)
+        return spans
 
     def digest(self) -> str:
         """Content hash: two sources with the same text, answers and evidence hash alike."""
-        payload = json.dumps(asdict(self), sort_keys=True, ensure_ascii=False)
-        return hashlib.sha256(payload.encode()).hexdigest()
+        payload = asdict(self)
+        if not self.segments:  # plain documents hash as they did before segments existed
+            del payload["segments"], payload["separator"]
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+@dataclass
+class Score:
+    """One evaluated answer: the score in [0, 1], correctness, the scorer's view of the text,
+    per-answer metrics (name -> number in [0, 1]) and non-numeric facts (an execution outcome)."""
+
+    value: float
+    correct: bool
+    normalized: str
+    metrics: dict[str, float] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, value: float, normalized: str, **kw: Any) -> Score:
+        """A score that is correct exactly when it is 1.0 (every built-in scorer's rule)."""
+        return cls(float(value), float(value) >= 1.0, normalized, **kw)
 
 
 class Task(ABC):
@@ -52,33 +113,20 @@ class Task(ABC):
         """
 
     @abstractmethod
-    def score(self, prediction: str, source: Source) -> float:
-        """Score in [0, 1]; 1.0 means fully correct."""
+    def evaluate(self, answer: str, source: Source) -> Score:
+        """Evaluate one answer once: score, correctness, normalized text, metrics and details.
+
+        Called once per answer; tasks whose evaluation is costly (code execution) may memoize.
+        """
 
     #: decoding budget when the run does not set ``max_new_tokens`` (short answers by default)
     max_new_tokens: ClassVar[int] = 24
+    #: the fewest reader tokens any prompt of this task takes, whatever the tokenizer and fields: a
+    #: smaller ``context_tokens`` is refused before any model loads (1: the task does not size prompts)
+    min_context_tokens: ClassVar[int] = 1
     #: string anchor -> the structural metric it stands in for (names from ``metrics``); the aggregate
     #: shows each pair side by side with the share each keeps relative to FullCache
     contrast: ClassVar[dict[str, str]] = {}
 
     def validate(self) -> None:  # noqa: B027 - optional hook, most tasks have nothing to check
         """Raise ``kvx.errors.ConfigError`` for a setting that cannot run, before any model loads."""
-
-    def metrics(self, prediction: str, source: Source) -> dict[str, float]:
-        """Per-answer metrics beyond ``score`` (name -> number in [0, 1]), stored with the answer.
-
-        The aggregate tabulates them per cell, e.g. a string anchor next to a structural metric.
-        Called once per answer after ``score``; tasks whose evaluation is costly memoize it.
-        """
-        return {}
-
-    def details(self, prediction: str, source: Source) -> dict[str, Any]:
-        """Non-numeric facts about the evaluation (e.g. an execution outcome and its reason)."""
-        return {}
-
-    def normalize(self, prediction: str) -> str:
-        """The scorer's view of a prediction (stored in records next to the raw output)."""
-        return prediction.strip()
-
-    def is_correct(self, score: float) -> bool:
-        return score >= 1.0

@@ -43,10 +43,10 @@ import math
 import re
 import textwrap
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from kvx.errors import ConfigError
-from kvx.tasks.base import CountTokens, Source, Task
+from kvx.tasks.base import CountTokens, Score, Source, Task
 from kvx.tasks.jsonl import seeded_order
 
 if TYPE_CHECKING:
@@ -231,15 +231,10 @@ class CodeExec(Task):
             raise RuntimeError(f"code execution refused: {result.reason}")
         return result
 
-    def score(self, prediction: str, source: Source) -> float:
-        return 1.0 if self.outcome(prediction, source).status == "pass" else 0.0
-
-    def metrics(self, prediction: str, source: Source) -> dict[str, float]:
-        return {"pass": self.score(prediction, source), "edit_sim": edit_sim(prediction, source)}
-
-    def details(self, prediction: str, source: Source) -> dict[str, Any]:
-        result = self.outcome(prediction, source)
-        return {
+    def evaluate(self, answer: str, source: Source) -> Score:
+        result = self.outcome(answer, source)
+        passed = 1.0 if result.status == "pass" else 0.0
+        details = {
             "outcome": result.status,
             "reason": result.reason,
             "seconds": result.seconds,
@@ -247,6 +242,5 @@ class CodeExec(Task):
             "isolation": list(result.isolation),
             "execution_enabled_by": self._enabled_by,
         }
-
-    def normalize(self, prediction: str) -> str:
-        return extract_code(prediction)
+        metrics = {"pass": passed, "edit_sim": edit_sim(answer, source)}
+        return Score.of(passed, extract_code(answer), metrics=metrics, details=details)

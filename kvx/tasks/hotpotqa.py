@@ -3,7 +3,8 @@
 Reads the dev distractor set shipped with NVIDIA's RULER package, or ``path`` in the same native
 format (a JSON list of objects with ``_id``, ``question``, ``answer``, ``context`` as
 ``[title, [sentence, ...]]`` pairs and ``supporting_facts`` as ``[title, sentence_index]`` pairs).
-The context is RULER's QA layout, paragraphs in their native order::
+The context is RULER's QA layout, paragraphs in their native order, one segment each (plus the
+preamble), so text transforms can keep or drop documents::
 
     Answer the question ... other words.\\n\\nThe following are given documents.\\n\\n
     Document 1:\\n<title>\\n<sentences joined as stored>\\n\\nDocument 2:\\n...
@@ -17,11 +18,13 @@ not resized, so ``context_tokens`` is ignored; ``metadata["prompt_tokens"]`` rec
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from kvx.tasks.base import CountTokens, Source, Task
+from kvx.errors import ConfigError
+from kvx.tasks.base import CountTokens, Score, Segment, Source, Task
 from kvx.tasks.jsonl import load_rows, seeded_order
-from kvx.tasks.ruler import ruler_data_file
+from kvx.tasks.ruler import require_ruler_data, ruler_data_file
 from kvx.tasks.scoring import containment, normalize_answer
 
 INSTRUCTION = (
@@ -30,22 +33,30 @@ INSTRUCTION = (
 )
 
 
-def hotpot_context(paragraphs: list[Any]) -> tuple[str, dict[str, list[tuple[int, int] | None]]]:
-    """RULER-layout context and, per title (first occurrence), each sentence's stripped span or None."""
-    text = f"{INSTRUCTION}\n\nThe following are given documents.\n\n"
+PREAMBLE = f"{INSTRUCTION}\n\nThe following are given documents."
+
+
+def hotpot_segments(
+    paragraphs: list[Any],
+) -> tuple[list[Segment], dict[str, list[tuple[int, int] | None]]]:
+    """RULER-layout segments (the preamble, then one per document, joined by a blank line) and,
+    per title (first occurrence), each sentence's stripped span in the joined context or None."""
+    segments = [Segment("preamble", PREAMBLE, role="instruction")]
+    offset = len(PREAMBLE) + 2
     spans: dict[str, list[tuple[int, int] | None]] = {}
     for number, (title, sentences) in enumerate(paragraphs, 1):
-        if number > 1:
-            text += "\n\n"
-        text += f"Document {number}:\n{title}\n"
+        text = f"Document {number}:\n{title}\n"
         sentence_spans: list[tuple[int, int] | None] = []
         for sentence in sentences:
             lead = len(sentence) - len(sentence.lstrip())
             stripped = sentence.strip()
-            sentence_spans.append((len(text) + lead, len(text) + lead + len(stripped)) if stripped else None)
+            start = offset + len(text) + lead
+            sentence_spans.append((start, start + len(stripped)) if stripped else None)
             text += sentence
         spans.setdefault(title, sentence_spans)
-    return text, spans
+        segments.append(Segment(f"doc{number}", text, role="passage", title=title))
+        offset += len(text) + 2
+    return segments, spans
 
 
 @dataclass
@@ -54,12 +65,18 @@ class HotpotQA(Task):
 
     path: str = ""
 
+    def validate(self) -> None:
+        if self.path and not Path(self.path).is_file():
+            raise ConfigError(f"task.path={self.path!r}: no such file")
+        if not self.path:
+            require_ruler_data("task=hotpotqa", "hotpotqa.json")
+
     def sources(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> list[Source]:
         rows = load_rows(self.path or str(ruler_data_file("hotpotqa.json")))
         out = []
         for index in seeded_order(len(rows), n, seed):
             row = rows[index]
-            context, spans = hotpot_context(row["context"])
+            segments, spans = hotpot_segments(row["context"])
             evidence, facts = [], []
             for title, sentence in row["supporting_facts"]:
                 sentences = spans.get(title, [])
@@ -68,27 +85,24 @@ class HotpotQA(Task):
                 if span is not None:
                     evidence.append(span)
             question = f"{INSTRUCTION}\n\nQuestion: {row['question']}"
-            out.append(
-                Source(
-                    id=f"hotpotqa_{row['_id']}",
-                    context=context,
-                    question=question,
-                    answers=[row["answer"]],
-                    evidence=evidence,
-                    answer_prefix="Answer:",
-                    metadata={
-                        "row": index,
-                        "type": row.get("type"),
-                        "level": row.get("level"),
-                        "supporting_facts": facts,
-                        "prompt_tokens": count_tokens(f"{context}\n{question}"),
-                    },
-                )
+            source = Source.from_segments(
+                segments,
+                "\n\n",
+                id=f"hotpotqa_{row['_id']}",
+                question=question,
+                answers=[row["answer"]],
+                evidence=evidence,
+                answer_prefix="Answer:",
+                metadata={
+                    "row": index,
+                    "type": row.get("type"),
+                    "level": row.get("level"),
+                    "supporting_facts": facts,
+                },
             )
+            source.metadata["prompt_tokens"] = count_tokens(f"{source.context}\n{question}")
+            out.append(source)
         return out
 
-    def score(self, prediction: str, source: Source) -> float:
-        return containment(prediction, source.answers)
-
-    def normalize(self, prediction: str) -> str:
-        return normalize_answer(prediction)
+    def evaluate(self, answer: str, source: Source) -> Score:
+        return Score.of(containment(answer, source.answers), normalize_answer(answer))

@@ -6,13 +6,16 @@ table instead of into Python objects on every run.
 
 from __future__ import annotations
 
+import json
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvx.tasks.base import CountTokens, Source, Task
+from kvx.checks import check_choice
+from kvx.errors import ConfigError
+from kvx.tasks.base import CountTokens, Score, Source, Task
 from kvx.tasks.scoring import containment, normalize_answer, string_match_all, string_match_part
 
 SCORERS: dict[str, Callable[[str, Sequence[str]], float]] = {
@@ -31,6 +34,52 @@ def load_rows(path: str) -> Any:
     import datasets
 
     return datasets.load_dataset("json", data_files=str(Path(path).resolve()), split="train")
+
+
+def check_rows(path: str, fields: Sequence[str]) -> None:
+    """Every row of a JSONL file (or JSON list) is an object holding ``fields``.
+
+    Read line by line before any model loads, so an empty or malformed file fails in one line naming
+    the file and the line instead of a traceback from ``datasets`` after the run has started.
+    """
+    if not path:
+        raise ConfigError("task.path is empty: set task.path=/path/to/file.jsonl")
+    if not Path(path).is_file():
+        raise ConfigError(f"task.path={path!r}: no such file")
+    n_rows = 0
+    try:
+        for where, row in _json_rows(Path(path)):
+            if not isinstance(row, dict):
+                raise ConfigError(f"task.path={path}: {where} is not a JSON object")
+            missing = [name for name in fields if name not in row]
+            if missing:
+                raise ConfigError(f"task.path={path}: {where} has no field(s) {missing}; it has {sorted(row)}")
+            n_rows += 1
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"task.path={path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if not n_rows:
+        raise ConfigError(f"task.path={path} is empty: it holds no JSON rows")
+
+
+def _json_rows(path: Path) -> Iterator[tuple[str, Any]]:
+    """(where, row) for each row of a JSON list file or each non-blank line of a JSONL file."""
+    with path.open(encoding="utf-8") as handle:
+        head = handle.read(4096).lstrip()
+        handle.seek(0)
+        if head.startswith("["):
+            try:
+                rows = json.load(handle)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"task.path={path}: line {exc.lineno} is not valid JSON ({exc.msg})") from None
+            yield from ((f"item {index}", row) for index, row in enumerate(rows))
+            return
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                yield f"line {number}", json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"task.path={path}: line {number} is not valid JSON ({exc.msg})") from None
 
 
 def seeded_order(num_rows: int, n: int, seed: int) -> list[int]:
@@ -77,8 +126,15 @@ class JsonlTask(Task):
     scorer: str = "containment"
 
     def __post_init__(self) -> None:
-        if self.scorer not in SCORERS:
-            raise ValueError(f"scorer must be one of {sorted(SCORERS)}, got {self.scorer!r}")
+        check_choice("task.scorer", self.scorer, SCORERS)
+
+    def validate(self) -> None:
+        required = ("context_field", "question_field", "answers_field")
+        for key in required:
+            if not getattr(self, key):
+                raise ConfigError(f"task.{key} is empty: name the JSON field that holds it")
+        keys = (*required, "evidence_field", "id_field")
+        check_rows(self.path, [getattr(self, key) for key in keys if getattr(self, key)])
 
     def sources(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> list[Source]:
         rows = load_rows(self.path)
@@ -116,8 +172,6 @@ class JsonlTask(Task):
             raise ValueError(f"{self.path}: field {self.id_field!r} has duplicate ids")
         return out
 
-    def score(self, prediction: str, source: Source) -> float:
-        return SCORERS[self.scorer](prediction, source.answers)
-
-    def normalize(self, prediction: str) -> str:
-        return normalize_answer(prediction) if self.scorer == "containment" else prediction.strip()
+    def evaluate(self, answer: str, source: Source) -> Score:
+        normalized = normalize_answer(answer) if self.scorer == "containment" else answer.strip()
+        return Score.of(SCORERS[self.scorer](answer, source.answers), normalized)

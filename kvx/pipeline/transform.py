@@ -1,0 +1,63 @@
+"""Transform stage: apply a text transform to a source and carry its evidence along.
+
+Evidence spans inside a kept, unchanged segment move with it; spans inside a dropped or rewritten
+segment (or across segments) are no longer addressable and are counted, never guessed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from kvx.tasks.base import Source
+from kvx.transforms.base import Transform
+
+
+@dataclass
+class Transformed:
+    """The source the reader gets after a transform, and what the record says about it."""
+
+    source: Source
+    info: dict[str, Any]
+
+
+def transform_source(transform: Transform, name: str, source: Source) -> Transformed | None:
+    """None for the identity transform (the stage is skipped and nothing is recorded)."""
+    if transform.identity:
+        return None
+    original = source.parts()
+    segments = list(transform.apply(source))
+    if not segments:
+        raise ValueError(f"transform {name} kept no segment of source {source.id}")
+    before = {s.id: (s.text, span) for s, span in zip(original, source.segment_spans())}
+    after: dict[str, tuple[str, int]] = {}  # kept segment id -> (text, start in the new context)
+    offset = 0
+    for segment in segments:
+        after[segment.id] = (segment.text, offset)
+        offset += len(segment.text) + len(source.separator)
+    evidence = []
+    for start, end in source.evidence:
+        home = next((i for i, (_, (lo, hi)) in before.items() if lo <= start and end <= hi), None)
+        if home is not None and home in after and after[home][0] == before[home][0]:
+            shift = after[home][1] - before[home][1][0]
+            evidence.append((start + shift, end + shift))
+    out = Source.from_segments(
+        segments,
+        source.separator,
+        id=source.id,
+        question=source.question,
+        answers=source.answers,
+        evidence=evidence,
+        answer_prefix=source.answer_prefix,
+        metadata=source.metadata,
+    )
+    info = {
+        "name": name,
+        "context_sha256": hashlib.sha256(out.context.encode()).hexdigest(),
+        "kept_segment_ids": [s.id for s in segments],
+        "n_segments": len(original),
+        "evidence_kept": len(evidence),
+        "evidence_total": len(source.evidence),
+    }
+    return Transformed(out, info)

@@ -1,0 +1,271 @@
+"""Check every job of a command line before Hydra runs anything.
+
+``python -m kvx`` expands the command line's sweep, composes each job's config with Hydra's compose
+API and validates it with ``check_job``: names, values, the outputs folder, the tracking store and
+each plugin's own ``validate()``. A bad input then fails in about a second with one ``kvx: ...``
+line naming the key and the value, before anything is created (no outputs folder, no MLflow store,
+no Hydra run folder). Nothing here imports torch, transformers, kvpress or mlflow; ``check_job`` is
+also what a job runs on its own config, so both paths accept exactly the same configs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator, Sequence
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from kvx.checks import check_bool, check_int, check_optional_int, check_ratio
+from kvx.config import GROUPS, instantiate, register_configs
+from kvx.errors import ConfigError
+from kvx.registry import registry
+
+#: tracking-store schemes MLflow itself serves (a database scheme may name a driver: postgresql+psycopg)
+DATABASES = ("sqlite", "postgresql", "mysql", "mssql")
+REMOTE = ("http", "https", "databricks", "databricks-uc", "uc")
+#: command-line flags after which Hydra runs no job
+NO_RUN = ("help", "hydra_help", "cfg", "info", "shell_completion", "experimental_rerun")
+
+
+def prepare(argv: Sequence[str], config_dir: str) -> None:
+    """Register the config nodes ``argv`` needs and, when it runs jobs, check every one of them."""
+    from hydra._internal.utils import get_args_parser
+
+    args = get_args_parser().parse_args(list(argv))
+    if args.help or args.hydra_help:
+        register_configs()  # every option, listed once
+        return
+    if args.config_path:
+        config_dir = str(Path(config_dir).parent / args.config_path)
+    config_name = args.config_name or "config"
+    overrides = _parse(args.overrides)
+    multirun = args.multirun or any(o.input_line == "hydra.mode=MULTIRUN" for o in overrides)
+    jobs = list(expand([o for o in overrides if not _is_hydra(o)], multirun))
+    defaults = _default_choices(config_dir, config_name)
+    chosen = [_choices(job, defaults or {}) for job in jobs]
+    for job_choices in chosen:
+        for group, name in job_choices.items():
+            registry(GROUPS[group]).entry(name).load()  # unknown, ambiguous or broken: one clear line
+    wanted = {group: {c[group] for c in chosen if group in c} for group in GROUPS}
+    if defaults is None:  # a config kvx cannot read ahead: its defaults may name any plugin
+        for group, kind in GROUPS.items():
+            wanted[group] |= set(registry(kind).names())
+    register_configs(wanted)
+    if any(getattr(args, flag) for flag in NO_RUN) or args.config_dir:
+        return  # nothing runs, or the config comes from a folder the compose below does not search
+    check_jobs(config_dir, config_name, jobs)
+
+
+def check_jobs(config_dir: str, config_name: str, jobs: Sequence[list[str]]) -> None:
+    """Compose and check each job as Hydra will run it."""
+    from hydra import compose, initialize_config_dir
+
+    bases: dict[tuple[str, ...], DictConfig] = {}
+    with initialize_config_dir(config_dir=config_dir, version_base="1.3", job_name="kvx"):
+        for job in jobs:
+            parsed = _parse(job)
+            groups = tuple(o.input_line for o in parsed if o.key_or_group in GROUPS)
+            if groups not in bases:
+                bases[groups] = _compose(compose, config_name, list(groups))
+            for override in parsed:
+                if override.key_or_group not in GROUPS and not override.is_delete():
+                    check_known(bases[groups], override.key_or_group, override.input_line)
+            check_job(_compose(compose, config_name, job))
+
+
+def check_job(cfg: DictConfig) -> None:
+    """Validate one composed job config: every value, the outputs folder, the tracking store and each
+    plugin's own ``validate()``. Loads no model and creates nothing; raises ConfigError or RegistryError."""
+    check_ratio(cfg.ratio)
+    check_optional_int("budget_tokens", cfg.get("budget_tokens"), 1)  # kept tokens; ratio unused when set
+    check_int("seed", cfg.seed)
+    check_int("n_sources", cfg.n_sources, 1)
+    check_optional_int("max_new_tokens", cfg.max_new_tokens, 1)
+    for key in ("query_aware", "force", "progress"):
+        check_bool(key, cfg[key])
+    for key in ("capture_cache_mb", "memo_cache_mb"):
+        if key in cfg:
+            check_int(key, cfg[key], 0)
+    diagnostics = cfg.diagnostics if cfg.diagnostics is not None else []
+    if not isinstance(diagnostics, (list, ListConfig)) or not all(isinstance(n, str) for n in diagnostics):
+        raise ConfigError(f"diagnostics={diagnostics!r} must be a list of names, e.g. diagnostics=[coverage]")
+    for name in diagnostics:
+        registry("diagnostic").entry(name)  # names only: a diagnostic's module loads with the run
+    plugins = {group: _instantiate(cfg, group) for group in GROUPS if cfg.get(group) is not None}
+    for plugin in plugins.values():
+        plugin.validate()
+    task = plugins["task"]
+    minimum = max(1, getattr(task, "min_context_tokens", 1))
+    if check_int("context_tokens", cfg.context_tokens, 1) < minimum:
+        raise ConfigError(
+            f"context_tokens={cfg.context_tokens} is below {minimum}, the fewest tokens any "
+            f"{type(task).__name__} prompt takes"
+        )
+    check_folder("outputs_dir", cfg.outputs_dir)
+    check_tracking_uri(tracking_uri(cfg))
+
+
+def check_known(base: DictConfig, key: str, line: str) -> None:
+    """``key`` exists in the job's default config: ``+foo=1`` or ``foo=1`` would set something kvx never reads."""
+    parent, _, leaf = key.rpartition(".")
+    node = OmegaConf.select(base, parent) if parent else base
+    if isinstance(node, ListConfig) and leaf.isdigit() or isinstance(node, DictConfig) and leaf in node:
+        return
+    valid = ", ".join(sorted(str(k) for k in node)) if isinstance(node, DictConfig) else ""
+    where = f"keys of {parent}" if parent else "top-level keys"
+    raise ConfigError(f"{line}: unknown key '{key}'; valid {where}: {valid or '(none)'}")
+
+
+def check_folder(key: str, value: Any) -> None:
+    """A folder kvx may write into: an existing writable folder, or one it can create (creating nothing now)."""
+    path = Path(str(value))
+    if path.exists():
+        if not path.is_dir():
+            raise ConfigError(f"{key}={value} is a file, not a folder")
+        if not writable(path):
+            raise ConfigError(f"{key}={value} is not writable")
+        return
+    parent = next(p for p in path.absolute().parents if p.exists())
+    if not parent.is_dir():
+        raise ConfigError(f"{key}={value} cannot be created: {parent} is a file")
+    if not writable(parent):
+        raise ConfigError(f"{key}={value} cannot be created: {parent} is not writable")
+
+
+def writable(folder: Path) -> bool:
+    """Permission bits and read-only mounts (root passes the first everywhere but not the second)."""
+    return os.access(folder, os.W_OK | os.X_OK) and not os.statvfs(folder).f_flag & os.ST_RDONLY
+
+
+def tracking_uri(cfg: DictConfig) -> str:
+    """``MLFLOW_TRACKING_URI`` wins over ``mlflow.tracking_uri`` (as in ``kvx.tracking``)."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or str(cfg.mlflow.tracking_uri)
+
+
+def check_tracking_uri(uri: str) -> None:
+    """A scheme MLflow serves, and for a local store (sqlite file, file store) a folder it can create.
+
+    Parsed here rather than by MLflow: importing mlflow takes seconds, and asking it creates the store.
+    """
+    key = "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") else "mlflow.tracking_uri"
+    scheme = urlparse(uri).scheme.lower()
+    if len(scheme) <= 1 or scheme == "file":  # a plain path (or a Windows drive) is a file store
+        check_folder(key, urlparse(uri).path if scheme == "file" else uri)
+    elif scheme == "sqlite":
+        path = uri.removeprefix("sqlite:///")
+        if path != uri and path not in ("", ":memory:"):
+            if Path(path).is_dir():
+                raise ConfigError(f"{key}={uri}: {path} is a folder, not a database file")
+            check_folder(key, Path(path).parent)
+    elif scheme.split("+")[0] not in DATABASES and scheme not in REMOTE and scheme not in _plugin_schemes():
+        raise ConfigError(
+            f"{key}={uri}: MLflow has no tracking store for scheme '{scheme}'; use sqlite:///<file>, "
+            "a folder, http(s)://, postgresql://, mysql://, mssql:// or databricks"
+        )
+
+
+def _plugin_schemes() -> set[str]:
+    return {ep.name for ep in entry_points(group="mlflow.tracking_store")}
+
+
+def expand(overrides: Sequence[Any], multirun: bool) -> Iterator[list[str]]:
+    """The jobs Hydra's basic sweeper launches: the product of every sweep axis, in its order."""
+    axes: list[list[str]] = []
+    for o in overrides:
+        if not o.is_sweep_override():
+            axes.append([o.input_line])
+        elif not multirun:
+            raise ConfigError(f"{o.input_line} is a sweep: add -m to run one job per value, or quote it")
+        elif o.is_discrete_sweep():
+            axes.append([f"{o.get_key_element()}={v}" for v in _sweep_values(o)])
+        # other sweeps (intervals) are a sweeper plugin's business: checked by the job itself
+    return (list(job) for job in itertools.product(*axes))
+
+
+def _sweep_values(o: Any) -> list[str]:
+    from hydra.core.override_parser.types import ValueType
+
+    if o.value_type == ValueType.GLOB_CHOICE_SWEEP:
+        if o.key_or_group not in GROUPS:
+            raise ConfigError(f"{o.input_line}: glob() selects options of a group ({', '.join(GROUPS)})")
+        return list(o.value().filter(registry(GROUPS[o.key_or_group]).names()))
+    return list(o.sweep_string_iterator())
+
+
+def _parse(lines: Sequence[str]) -> list[Any]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    out = []
+    for line in lines:
+        try:
+            out.extend(parser.parse_overrides([line]))
+        except OverrideParseException as exc:
+            raise ConfigError(f"{line}: {_one_line(exc)} (see Hydra's override grammar)") from None
+    return out
+
+
+def _is_hydra(o: Any) -> bool:
+    return o.key_or_group == "hydra" or o.key_or_group.startswith(("hydra.", "hydra/"))
+
+
+def _choices(job: list[str], defaults: dict[str, str]) -> dict[str, str]:
+    """Group -> option name of one job: its override, else the config's default (``~group`` drops it)."""
+    out = dict(defaults)
+    for o in _parse(job):
+        if o.key_or_group in GROUPS:
+            if o.is_delete():
+                out.pop(o.key_or_group, None)
+            else:
+                out[o.key_or_group] = str(o.value())
+    return out
+
+
+def _default_choices(config_dir: str, config_name: str) -> dict[str, str] | None:
+    """The primary config's group defaults, read from its file; None when there is no such file."""
+    path = Path(config_dir) / f"{config_name.removesuffix('.yaml')}.yaml"
+    if not path.is_file():
+        return None
+    out: dict[str, str] = {}
+    for item in OmegaConf.load(path).get("defaults") or []:
+        if isinstance(item, DictConfig):
+            for key, value in item.items():
+                group = str(key).removeprefix("override ").strip().lstrip("/").split("@")[0]
+                if group in GROUPS and value is not None:
+                    out[group] = str(value)
+    return out
+
+
+def _compose(compose: Any, config_name: str, overrides: list[str]) -> DictConfig:
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return compose(config_name=config_name, overrides=overrides)
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ConfigError(_one_line(exc)) from None
+
+
+def _instantiate(cfg: DictConfig, group: str) -> Any:
+    """The group's dataclass; a field rejected by its ``__post_init__`` names the group."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return instantiate(cfg, group)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError, OmegaConfBaseException) as exc:
+        raise ConfigError(f"{group}: {_one_line(exc)}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    """Hydra's and OmegaConf's messages span lines (hints, full_key, object_type): keep the first of
+    the error and of its cause."""
+    parts = [str(e).strip().splitlines()[0] for e in (exc, exc.__cause__) if e is not None and str(e).strip()]
+    return ": ".join(dict.fromkeys(parts))

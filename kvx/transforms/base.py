@@ -1,0 +1,32 @@
+"""Transform interface: text-level compression of a structured context (turn selection for
+dialogues, passage selection or rewriting for RAG pools), applied before the reader encodes it.
+
+A transform is a dataclass (its fields are the ``transform.<field>`` Hydra node) registered in the
+``kvx.transforms`` entry-point group. It sees one source and returns the segments the reader
+should get, in order: kept segments unchanged (their evidence spans follow them), dropped ones
+absent, rewritten ones with new text (evidence inside them is no longer addressable). It knows
+nothing of readers or caches, so one transform output serves every cell of a source.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from kvx.tasks.base import Segment, Source
+
+
+class Transform(ABC):
+    """Base class for ``kvx.transforms`` plugins."""
+
+    #: True for the identity: the pipeline then skips the stage and records nothing about it
+    identity: ClassVar[bool] = False
+
+    def validate(self) -> None:  # noqa: B027 - optional hook
+        """Raise ``kvx.errors.ConfigError`` for invalid fields, before any model loads."""
+
+    @abstractmethod
+    def apply(self, source: Source) -> Sequence[Segment]:
+        """The segments the reader should see, in order (a subset of ``source.parts()`` or rewrites)."""
