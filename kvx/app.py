@@ -87,7 +87,6 @@ def run(cfg: DictConfig) -> dict[str, float]:
     client, exp_id = tracking.ensure_experiment(cfg)
     reader_label = reader_cfg.label(names["reader"])
     name = f"{cell.task_name}|{reader_label}|{cell.press_name}@{identity.setting.label()}|seed={cell.seed}"
-    name += f"|seed={cell.seed}|{identity.id[:8]}"
     done = tracking.finished_run_with(client, exp_id, tracking.CELL_ID, identity.id)
     stale = None
     if done is not None and cfg.force:
@@ -98,6 +97,9 @@ def run(cfg: DictConfig) -> dict[str, float]:
         stale = f"diagnostics were [{done.data.tags.get(tracking.DIAGNOSTICS, '')}], now [{diagnostics}]"
     if done is not None and stale is None:
         log.info("skip %s: finished run %s is cell %s", name, done.info.run_id, identity.id)
+        parent = _parent_run_id()
+        if parent:  # the sweep counts it as one of its finished jobs
+            client.set_tag(parent, f"{tracking.REUSED}{identity.id}", done.info.run_id)
         return dict(done.data.metrics)
     if done is not None:  # one setting is one cell: the new run replaces the old one
         log.info("recompute %s: replacing run %s (%s)", name, done.info.run_id, stale)

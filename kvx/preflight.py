@@ -10,6 +10,7 @@ also what a job runs on its own config, so both paths accept exactly the same co
 
 from __future__ import annotations
 
+import copy
 import itertools
 import os
 from collections.abc import Iterator, Sequence
@@ -47,11 +48,10 @@ def prepare(argv: Sequence[str], config_dir: str) -> None:
     multirun = args.multirun or any(o.input_line == "hydra.mode=MULTIRUN" for o in overrides)
     jobs = list(expand([o for o in overrides if not _is_hydra(o)], multirun))
     defaults = _default_choices(config_dir, config_name)
-    chosen = [_choices(job, defaults or {}) for job in jobs]
-    for job_choices in chosen:
-        for group, name in job_choices.items():
+    wanted = _typed(jobs, defaults or {})
+    for group, typed in wanted.items():
+        for name in sorted(typed):
             registry(GROUPS[group]).entry(name).load()  # unknown, ambiguous or broken: one clear line
-    wanted = {group: {c[group] for c in chosen if group in c} for group in GROUPS}
     if defaults is None:  # a config kvx cannot read ahead: its defaults may name any plugin
         for group, kind in GROUPS.items():
             wanted[group] |= set(registry(kind).names())
@@ -62,7 +62,12 @@ def prepare(argv: Sequence[str], config_dir: str) -> None:
 
 
 def check_jobs(config_dir: str, config_name: str, jobs: Sequence[list[str]]) -> None:
-    """Compose and check each job as Hydra will run it."""
+    """Compose and check each job as Hydra will run it.
+
+    Hydra composes a job in two steps: the defaults list (group choices), then every other override
+    applied to the merged config. The first costs tens of milliseconds, so it runs once per distinct
+    set of group choices; the second is Hydra's own function, run on a copy for each job.
+    """
     from hydra import compose, initialize_config_dir
 
     bases: dict[tuple[str, ...], DictConfig] = {}
@@ -70,12 +75,13 @@ def check_jobs(config_dir: str, config_name: str, jobs: Sequence[list[str]]) -> 
         for job in jobs:
             parsed = _parse(job)
             groups = tuple(o.input_line for o in parsed if o.key_or_group in GROUPS)
+            values = [o for o in parsed if o.key_or_group not in GROUPS]
             if groups not in bases:
                 bases[groups] = _compose(compose, config_name, list(groups))
-            for override in parsed:
-                if override.key_or_group not in GROUPS and not override.is_delete():
+            for override in values:
+                if not override.is_delete():
                     check_known(bases[groups], override.key_or_group, override.input_line)
-            check_job(_compose(compose, config_name, job))
+            check_job(_apply(bases[groups], values))
 
 
 def check_job(cfg: DictConfig) -> None:
@@ -99,6 +105,9 @@ def check_job(cfg: DictConfig) -> None:
     plugins = {group: _instantiate(cfg, group) for group in GROUPS if cfg.get(group) is not None}
     for plugin in plugins.values():
         plugin.validate()
+    for group in ("task", "reader", "press"):
+        if group not in plugins:
+            raise ConfigError(f"no {group} chosen: set {group}=<name> (python -m kvx --help lists them)")
     task = plugins["task"]
     minimum = max(1, getattr(task, "min_context_tokens", 1))
     if check_int("context_tokens", cfg.context_tokens, 1) < minimum:
@@ -111,7 +120,7 @@ def check_job(cfg: DictConfig) -> None:
 
 
 def check_known(base: DictConfig, key: str, line: str) -> None:
-    """``key`` exists in the job's default config: ``+foo=1`` or ``foo=1`` would set something kvx never reads."""
+    """``key`` exists in the job's default config: ``+foo=1`` would set something kvx never reads."""
     parent, _, leaf = key.rpartition(".")
     node = OmegaConf.select(base, parent) if parent else base
     if isinstance(node, ListConfig) and leaf.isdigit() or isinstance(node, DictConfig) and leaf in node:
@@ -122,7 +131,7 @@ def check_known(base: DictConfig, key: str, line: str) -> None:
 
 
 def check_folder(key: str, value: Any) -> None:
-    """A folder kvx may write into: an existing writable folder, or one it can create (creating nothing now)."""
+    """A folder kvx may write into: an existing writable one, or one it can create (creating nothing now)."""
     path = Path(str(value))
     if path.exists():
         if not path.is_dir():
@@ -153,7 +162,7 @@ def check_tracking_uri(uri: str) -> None:
     Parsed here rather than by MLflow: importing mlflow takes seconds, and asking it creates the store.
     """
     key = "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") else "mlflow.tracking_uri"
-    scheme = urlparse(uri).scheme.lower()
+    scheme = uri if uri in REMOTE else urlparse(uri).scheme.lower()  # MLflow reads a bare "databricks" so
     if len(scheme) <= 1 or scheme == "file":  # a plain path (or a Windows drive) is a file store
         check_folder(key, urlparse(uri).path if scheme == "file" else uri)
     elif scheme == "sqlite":
@@ -189,12 +198,17 @@ def expand(overrides: Sequence[Any], multirun: bool) -> Iterator[list[str]]:
 
 def _sweep_values(o: Any) -> list[str]:
     from hydra.core.override_parser.types import ValueType
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
 
     if o.value_type == ValueType.GLOB_CHOICE_SWEEP:
         if o.key_or_group not in GROUPS:
             raise ConfigError(f"{o.input_line}: glob() selects options of a group ({', '.join(GROUPS)})")
         return list(o.value().filter(registry(GROUPS[o.key_or_group]).names()))
-    return list(o.sweep_string_iterator())
+    try:
+        return list(o.sweep_string_iterator())
+    except (HydraException, OmegaConfBaseException, ValueError) as exc:
+        raise ConfigError(f"{o.input_line}: not a sweep Hydra can expand ({_one_line(exc)})") from None
 
 
 def _parse(lines: Sequence[str]) -> list[Any]:
@@ -215,15 +229,18 @@ def _is_hydra(o: Any) -> bool:
     return o.key_or_group == "hydra" or o.key_or_group.startswith(("hydra.", "hydra/"))
 
 
-def _choices(job: list[str], defaults: dict[str, str]) -> dict[str, str]:
-    """Group -> option name of one job: its override, else the config's default (``~group`` drops it)."""
-    out = dict(defaults)
-    for o in _parse(job):
-        if o.key_or_group in GROUPS:
-            if o.is_delete():
-                out.pop(o.key_or_group, None)
-            else:
-                out[o.key_or_group] = str(o.value())
+def _typed(jobs: Sequence[list[str]], defaults: dict[str, str]) -> dict[str, set[str]]:
+    """Group -> every option name the jobs use: each group override (a later override of the same
+    group still has its earlier value checked: a typo is reported, not silently replaced), and the
+    config's default where a job does not override it."""
+    out: dict[str, set[str]] = {group: set() for group in GROUPS}
+    for job in jobs:
+        groups = [o for o in _parse(job) if o.key_or_group in GROUPS]
+        for o in groups:
+            if not o.is_delete():
+                out[o.key_or_group].add(str(o.value()))
+        for group in defaults.keys() - {o.key_or_group for o in groups}:
+            out[group].add(defaults[group])
     return out
 
 
@@ -250,6 +267,20 @@ def _compose(compose: Any, config_name: str, overrides: list[str]) -> DictConfig
         return compose(config_name=config_name, overrides=overrides)
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(_one_line(exc)) from None
+
+
+def _apply(base: DictConfig, overrides: list[Any]) -> DictConfig:
+    """``base`` with value overrides applied exactly as Hydra's compose applies them."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl  # hydra-core is pinned (1.3.8)
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    cfg = copy.deepcopy(base)
+    try:
+        ConfigLoaderImpl._apply_overrides_to_config(overrides, cfg)
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ConfigError(_one_line(exc)) from None
+    return cfg
 
 
 def _instantiate(cfg: DictConfig, group: str) -> Any:

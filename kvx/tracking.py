@@ -22,6 +22,7 @@ from omegaconf import DictConfig
 CONFIG_HASH = "kvx.config_hash"
 CELL_ID = "kvx.cell_id"
 DIAGNOSTICS = "kvx.diagnostics"
+REUSED = "kvx.reused."  # + cell id, on a sweep run: a job of the sweep reused that finished cell run
 ROLE = "kvx.role"
 CONTROL_KEY = "kvx.control_key"
 PLANNED_JOBS = "kvx.planned_jobs"

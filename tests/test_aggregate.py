@@ -14,21 +14,16 @@ import pytest
 from kvx.aggregate.__main__ import main
 from kvx.aggregate.pipeline import Options, analyse
 from kvx.aggregate.sources import DirectorySource, MlflowSource
-from kvx.aggregate.synthetic import Grid, cell_records, controls, jsonl, log_sweep
-from kvx.records import transition, validate
+from kvx.aggregate.synthetic import Grid, cell_records, controls, log_sweep
+from kvx.identity import digest
+from kvx.records import Answer, Record, dumps, validate
 
 FAST = Options(n_splits=200, n_boot=200, seed=1, progress=False)
 
 
-def answer(ok: bool, score: float | None = None) -> dict:
-    return {
-        "output": "yes" if ok else "no",
-        "normalized": "yes" if ok else "no",
-        "score": (1.0 if ok else 0.0) if score is None else score,
-        "correct": ok,
-        "token_ids": [1],
-        "stop_reason": "eos",
-    }
+def answer(ok: bool, score: float | None = None) -> Answer:
+    text = "yes" if ok else "no"
+    return Answer(text, text, (1.0 if ok else 0.0) if score is None else score, ok, [1], "eos")
 
 
 def rec(
@@ -45,35 +40,43 @@ def rec(
     category=None,
     text_hash=None,
 ) -> dict:
-    r = {
-        "schema_version": "1",
-        "key": f"{task}/{source}/{reader}@v/{comp}/ratio={ratio}/seed=0",
-        "status": status,
-        "reason": "" if status == "supported" else "why",
-        "task": task,
-        "source_id": source,
-        "reader": reader,
-        "model_revision": "v",
-        "compressor": comp,
-        "seed": 0,
-        "split": f"{task}|{reader}",
-        "setting": {"ratio": ratio, "retained_share": ratio, "method_parameter": {}},
-        "prompt_hash": f"{hash((task, source, reader)) % 16**8:064x}",
-        "n_context_tokens": 10,
-        "n_question_tokens": 2,
-        "full": None if status == "unsupported" else answer(full),
-        "compressed": answer(ok, score) if status == "supported" else None,
-        "transition": transition(full, ok) if status == "supported" else None,
-        "config_hash": "h",
-        "versions": {},
-    }
-    if diags is not None:
-        r["diagnostics"] = diags
-    if category is not None:
-        r["category"] = {"category": category, "matched": [category]}
-    if text_hash is not None:
-        r["compressed_text_sha256"] = text_hash
-    return r
+    """A record written the way the app writes it (through ``Record``), for crafted inputs."""
+    fields = {"task": task, "reader": reader, "press": comp, "setting.kind": "ratio", "setting.value": ratio}
+    r = Record(
+        key=f"{task}/{source}/{reader}@v/{comp}/ratio={ratio}/seed=0",
+        status=status,
+        reason="" if status == "supported" else "why",
+        task=task,
+        source_id=source,
+        references=["yes"],
+        reader=reader,
+        model_revision="v",
+        compressor=comp,
+        seed=0,
+        split=f"{task}|{reader}",
+        setting={
+            "kind": "ratio",
+            "value": ratio,
+            "ratio": ratio,
+            "retained_share": ratio,
+            "method_parameter": {},
+        },
+        prompt_hash=f"{hash((task, source, reader)) % 16**8:064x}",
+        n_context_tokens=10,
+        n_question_tokens=2,
+        config_hash="h",
+        cell={"id": digest(fields), "fields": fields},
+        versions={},
+        full=None if status == "unsupported" else answer(full),
+        diagnostics=diags,
+        category=None if category is None else {"category": category, "matched": [category]},
+        compressed_text_sha256=text_hash,
+    )
+    if status == "supported":
+        r.pair(r.full, answer(ok, score))
+    else:
+        r.fail(status, "why")
+    return r.to_dict()
 
 
 def cov(ecov: float | None) -> dict:
@@ -102,7 +105,7 @@ def write(folder: Path, records: list[dict], name: str = "cell.jsonl") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for r in records:
         validate(r)
-    (folder / name).write_text(jsonl(records))
+    (folder / name).write_text(dumps(records))
     return folder
 
 
@@ -339,7 +342,7 @@ def test_control_ledger_disagreement_is_a_partner_problem(tmp_path: Path) -> Non
     ledger = controls(records)[:2]  # s2 has no control
     ledger[1]["score"] = 0.5  # s1's control disagrees with the record's FullCache answer
     write(tmp_path, records)
-    (tmp_path / f"{records[0]['split']}.controls.jsonl").write_text(jsonl(ledger))
+    (tmp_path / f"{records[0]['split']}.controls.jsonl").write_text(dumps(ledger))
     found = {p.key: p.message for p in run(tmp_path).problems if p.check == "partner"}
     assert "no FullCache partner" in found[records[2]["key"]]
     assert "differs from the control ledger" in found[records[1]["key"]]

@@ -115,8 +115,10 @@ def test_interrupted_sweep_resumes_without_duplicates(tmp_path):
 
 
 def test_a_failing_job_marks_the_parent_failed(tmp_path):
-    proc = kvx(["-m", "reader=tiny,hf", "press=tova", *TINY[1:]], tmp_path)
-    assert proc.returncode != 0 and "reader.model_id" in proc.stderr
+    # passes the preflight (40 tokens is above any RULER floor) but no byte-level prompt is that short
+    args = ["-m", "reader=tiny", "press=tova", "n_sources=1", "context_tokens=300,40", "max_new_tokens=4"]
+    proc = kvx([*args, "progress=false"], tmp_path)
+    assert proc.returncode != 0 and "context_tokens=40 is too small" in proc.stderr
     parents = runs(tmp_path, "sweep")
     assert len(parents) == 1 and parents[0].info.status == "FAILED"
 

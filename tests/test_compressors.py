@@ -149,7 +149,7 @@ def test_hqq_maps_paper_labels_to_bits(tiny, ratio, bits):
 def test_hqq_rejects_other_bits_and_ratios(tiny):
     hqq = registry("compressor").get("hqq")
     with pytest.raises(ConfigError, match="bits=3"):
-        hqq(bits=3).validate(0.5)
+        hqq(bits=3).validate()
     s = hqq().setting(0.3, 500, tiny.model)
     assert not s.supported and "ratio=0.3" in s.reason
 

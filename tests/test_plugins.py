@@ -42,7 +42,8 @@ def _fake_dist(site: Path, name: str, version: str, entry_points: str) -> None:
 
 @pytest.fixture(scope="module")
 def sites(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Folders to put on PYTHONPATH: the example plugin pip-installed, a broken and two colliding dists."""
+    """Folders to put on PYTHONPATH: the example plugin pip-installed, a broken dist, two colliding
+    dists and one that registers a built-in's name."""
     root = tmp_path_factory.mktemp("plugins")
     # build from a copy: setuptools leaves build/ and *.egg-info next to the sources it builds
     src = root / "src"
@@ -65,7 +66,9 @@ def sites(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     dup = root / "dup"
     for dist in ("kvx-dup-a", "kvx-dup-b"):
         _fake_dist(dup, dist, "0.0.1", "[kvx.compressors]\ndup_press = kvx.compressors.presets:TOVA\n")
-    return {"example": example, "broken": broken, "dup": dup}
+    shadow = root / "shadow"
+    _fake_dist(shadow, "kvx-shadow", "0.0.1", "[kvx.compressors]\nsnapkv = kvx.compressors.presets:TOVA\n")
+    return {"example": example, "broken": broken, "dup": dup, "shadow": shadow}
 
 
 def _kvx(
@@ -153,7 +156,13 @@ def test_listing_shows_plugins_broken_and_colliding(sites: dict[str, Path], tmp_
     assert (dist, version) == ("kvx-broken-plugin", "0.0.1")
     assert detail.startswith("broken:") and "kvx_broken_missing_module" in detail
     assert sorted(d for d, _, _ in by_name["dup_press"]) == ["kvx-dup-a", "kvx-dup-b"]
-    others = [(n, d) for n, d, _, detail in compressors if n != "broken_press" and detail != "ok"]
+    assert all("use kvx-dup-" in detail for _, _, detail in by_name["dup_press"])
+    shadowed = dict((d, detail) for d, _, detail in by_name["snapkv"])
+    assert shadowed["kvx"] == "ok"
+    assert shadowed["kvx-shadow"] == "ok; shadowed by kvx's built-in, use kvx-shadow:snapkv"
+    others = [
+        (n, d) for n, d, _, detail in compressors if n != "broken_press" and not detail.startswith("ok")
+    ]
     assert not others, f"a broken plugin took others down: {others}"
     assert {"snapkv", "tova", "hqq"} <= set(by_name)
 
@@ -208,6 +217,31 @@ def _fails_fast(args: list[str], tmp_path: Path, paths: Sequence[Path] = ()) -> 
 def test_name_collision_fails_naming_both_dists(sites: dict[str, Path], tmp_path: Path) -> None:
     err = _fails_fast(["press=dup_press"], tmp_path, [sites["dup"]])
     assert "kvx-dup-a" in err and "kvx-dup-b" in err, err
+
+
+@pytest.mark.slow
+def test_builtin_keeps_its_name_next_to_a_plugin_that_shadows_it(
+    sites: dict[str, Path], tmp_path: Path
+) -> None:
+    """The default config (press: snapkv) still composes, with the built-in; the plugin is ``dist:name``."""
+    done, _ = _kvx(["--cfg", "job"], tmp_path, [sites["shadow"]])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "window_size: 64" in done.stdout, "press=snapkv must stay kvx's SnapKV"
+    done, _ = _kvx(["--cfg", "job", "press=kvx-shadow:snapkv"], tmp_path, [sites["shadow"]])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "press: {}" in done.stdout, "kvx-shadow:snapkv is the plugin (a TOVA, no fields)"
+    help_text, _ = _kvx(["--help"], tmp_path, [sites["shadow"]])
+    [options] = [line for line in help_text.stdout.splitlines() if line.startswith("press: ")]
+    names = options.removeprefix("press: ").split(", ")
+    assert len(names) == len(set(names)) and "snapkv" in names and "kvx-shadow:snapkv" in names
+    assert not any(name.startswith("kvx:") for name in names), "each option is listed once"
+
+
+@pytest.mark.slow
+def test_broken_plugin_asked_for_by_name_says_why(sites: dict[str, Path], tmp_path: Path) -> None:
+    err = _fails_fast(["press=broken_press"], tmp_path, [sites["broken"]])
+    [line] = err.splitlines()
+    assert line.startswith("kvx: ") and "broken" in line and "kvx_broken_missing_module" in line, line
 
 
 @pytest.mark.slow

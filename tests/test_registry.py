@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import kvx.registry as registry_mod
-from kvx.registry import Entry, Registry, RegistryError, registry, reset, unknown_message
+from kvx.registry import Entry, Registry, RegistryError, canonical, registry, reset, unknown_message
 
 GROUP = "kvx.compressors"
 
@@ -91,6 +91,27 @@ def test_collision_is_ambiguous_bare_and_resolves_qualified() -> None:
     assert reg.get("plugin-a:dup") is json.dumps
     assert reg.get("plugin-b:dup") is json.loads
     assert reg.get("kvx:solo") is json.JSONDecoder, "dist:name works for unique names too"
+
+
+def test_a_builtin_keeps_its_bare_name_and_the_plugin_is_qualified() -> None:
+    """A plugin registering a built-in's name must not change what ``press=snapkv`` (or the default
+    config) means; it stays reachable as ``dist:name``."""
+    builtin = _entry("snapkv", "json:dumps")
+    plugin = _entry("snapkv", "json:loads", dist="kvx-shadow", version="0.0.1")
+    reg = _reg(plugin, builtin, _entry("tova", "json:JSONDecoder"))
+    assert reg.names() == ["kvx-shadow:snapkv", "snapkv", "tova"]
+    assert reg.entry("snapkv") is builtin and reg.entry("kvx:snapkv") is builtin
+    assert reg.entry("kvx-shadow:snapkv") is plugin
+    assert not plugin.loaded
+
+
+def test_canonical_names_one_entry_however_typed(fake_world: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(registry_mod.DISABLE_ENV, raising=False)
+    assert canonical("compressor", "tova") == canonical("compressor", "kvx:tova") == "tova"
+    assert canonical("compressor", "xpress") == canonical("compressor", "kvx-plugin-x:xpress")
+    assert canonical("compressor", "xpress") == "kvx-plugin-x:xpress"
+    with pytest.raises(RegistryError, match="Did you mean 'tova'"):
+        canonical("compressor", "tovaa")
 
 
 def test_unknown_name_suggests_and_lists() -> None:

@@ -14,6 +14,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from kvx.aggregate.audit import audit
+from kvx.aggregate.cells import label_cells, with_varying
 from kvx.aggregate.contrast import contrast
 from kvx.aggregate.intervention import intervention
 from kvx.aggregate.matched import matched
@@ -63,13 +64,15 @@ def analyse(source: Source, options: Options) -> Result:
             _export(batch, options.export)
     validated.problems.extend(source.problems)
     rows = validated.frame()
+    keys: list[str] = []
     if not rows.empty:
         rows = rows.sort_values("key", kind="stable").reset_index(drop=True)
-    rows = cross_check(rows, validated, source.planned, source.finished_cells)
+        rows, keys = label_cells(rows, validated.cells)
+    rows = cross_check(rows, validated, source.planned, source.finished_cells, source.reused)
     metrics = validated.metrics()
     tables: dict[str, pd.DataFrame] = {}
     if not rows.empty:
-        tables["matrix"] = matrix(rows)
+        tables["matrix"] = with_varying(matrix(rows), rows, validated.cells, keys)
         tables["failures"] = failures(rows, metrics)
         tables["categories"] = categories(rows)
         tables["matched"] = matched(rows, metrics)

@@ -49,8 +49,12 @@ def declared_metrics(declared: dict[tuple[str, str], str]) -> list[Metric]:
     ]
 
 
-def setting_label(ratio: float) -> str:
-    return f"{ratio:g}"
+def setting_label(setting: dict[str, Any]) -> str:
+    """The setting as asked for: ``0.5`` (ratio), ``128 tok`` (token budget), ``-`` (the compressor's
+    own fields fix it: press=none, hqq with press.bits)."""
+    from kvx.identity import SettingSpec
+
+    return SettingSpec(setting["kind"], setting["value"]).label()
 
 
 def _number(value: Any) -> float:
@@ -79,7 +83,8 @@ def project(
     full = record.get("full") or {}
     comp = record.get("compressed") or {}
     diags = record.get("diagnostics") or {}
-    ratio = float(record["setting"]["ratio"])
+    setting = record["setting"]
+    ratio = float(setting["value"]) if setting["kind"] == "ratio" else NAN
     reader = f"{record['reader']}"
     row_id = f"{record['task']}|seed={record['seed']}|{record['source_id']}"
     row: dict[str, Any] = {
@@ -92,7 +97,8 @@ def project(
         "split": record.get("split", ""),
         "compressor": record["compressor"],
         "ratio": ratio,
-        "setting": setting_label(ratio),
+        "setting": setting_label(setting),
+        "cell_id": record["cell"]["id"],
         "seed": int(record["seed"]),
         "source_id": record["source_id"],
         "row_id": row_id,  # the same source for every reader

@@ -43,6 +43,8 @@ class Source:
     sweeps: list[str] = field(default_factory=list)
     planned: dict[str, int] = field(default_factory=dict)  # sweep id -> jobs its sweeper planned
     finished_cells: dict[str, int] = field(default_factory=dict)  # sweep id -> finished cell runs
+    #: sweep id -> ids of cells a job of that sweep found finished and reused instead of recomputing
+    reused: dict[str, set[str]] = field(default_factory=dict)
 
     def batches(self) -> Iterator[Batch]:
         raise NotImplementedError
@@ -87,9 +89,21 @@ class MlflowSource(Source):
         def selected(run: Any) -> bool:
             return not wanted or run.data.tags.get(tracking.MLFLOW_PARENT) in wanted
 
+        reused_runs: set[str] = set()
+        for run_id, run in parents.items():
+            if wanted and run_id not in wanted:
+                continue
+            tags = {
+                k.removeprefix(tracking.REUSED): v
+                for k, v in run.data.tags.items()
+                if k.startswith(tracking.REUSED)
+            }
+            if tags:
+                self.reused[run_id] = set(tags)
+                reused_runs.update(tags.values())
         self.cells = []
         for run in by_role.get("cell", []):
-            if not selected(run):
+            if not selected(run) and run.info.run_id not in reused_runs:
                 continue
             if run.info.status != "FINISHED":
                 self.problems.append(
@@ -131,6 +145,8 @@ class MlflowSource(Source):
         for run in self.cells:
             parent = run.data.tags.get(tracking.MLFLOW_PARENT, "")
             self.finished_cells[parent] = self.finished_cells.get(parent, 0) + 1
+        for sweep, cell_ids in self.reused.items():  # a reused cell is a finished job of that sweep
+            self.finished_cells[sweep] = self.finished_cells.get(sweep, 0) + len(cell_ids)
         self.sweeps = sorted({r.data.tags.get(tracking.MLFLOW_PARENT, "") for r in self.cells} - {""})
         self.description["sweeps"] = ", ".join(self.sweeps) or "(runs outside sweeps)"
 

@@ -9,7 +9,6 @@ diagnostics so separation is non-trivial. ``log_sweep`` writes them into an MLfl
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -20,7 +19,7 @@ from kvx.diagnostics.attention_access import Attention
 from kvx.diagnostics.cache_coverage import Coverage
 from kvx.diagnostics.categories import categorize, category_row
 from kvx.diagnostics.likelihood import Likelihood
-from kvx.records import SCHEMA_VERSION, cell_metrics, transition
+from kvx.records import Answer, Record, cell_metrics, dumps
 
 RISK = {
     name: cls.risk
@@ -44,17 +43,11 @@ def _hash(*parts: object) -> str:
     return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()
 
 
-def _answer(correct: bool, rng: np.random.Generator) -> dict:
+def _answer(correct: bool, rng: np.random.Generator) -> Answer:
     tokens = rng.integers(0, 49152, 24).tolist()
     output = "The special magic number is 4963732." if correct else f"I think it is {int(rng.integers(1e6))}."
-    return {
-        "output": output,
-        "normalized": output.lower(),
-        "score": 1.0 if correct else float(rng.choice([0.0, 0.5])),
-        "correct": correct,
-        "token_ids": tokens,
-        "stop_reason": "eos",
-    }
+    score = 1.0 if correct else float(rng.choice([0.0, 0.5]))
+    return Answer(output, output.lower(), score, correct, tokens, "eos")
 
 
 def split_key(grid: Grid, task: str, reader: str) -> str:
@@ -140,37 +133,43 @@ def cell_records(grid: Grid, task: str, reader: str, compressor: str, ratio: flo
         rng = np.random.default_rng(int(_hash(task, reader, compressor, ratio, i, grid.seed)[:8], 16))
         comp_ok = bool(rng.random() > difficulty + (0.5 - ratio)) if full_ok else bool(rng.random() < 0.1)
         comp = _answer(comp_ok, rng)
-        record = {
-            "schema_version": SCHEMA_VERSION,
-            "split": split_key(grid, task, reader),
-            "task": task,
-            "reader": reader,
-            "model_revision": "rev1",
-            "compressor": compressor,
-            "seed": grid.seed,
-            "query_aware": False,
-            "config_hash": _hash("cell", task, reader, compressor, ratio)[:16],
-            "versions": {"kvx": "0.1.0"},
-            "source_id": source_id,
-            "references": ["4963732"],
-            "key": f"{task}/{source_id}/{reader}@rev1/{compressor}/ratio={ratio}/seed={grid.seed}",
-            "setting": {"ratio": ratio, "retained_share": ratio, "method_parameter": {}},
-            "prompt_hash": _hash("prompt", task, reader, i, grid.seed),
-            "n_context_tokens": 1000,
-            "n_question_tokens": 40,
-            "full": full,
-            "compressed": comp,
-            "transition": transition(full_ok, comp_ok),
-            "status": "supported",
-            "reason": "",
-            "seconds": 1.0,
-        }
+        fields = {"task": task, "reader": reader, "press": compressor, "setting.kind": "ratio"}
+        fields |= {"setting.value": ratio, "seed": grid.seed, "n_sources": grid.n_sources}
+        record = Record(
+            key=f"{task}/{source_id}/{reader}@rev1/{compressor}/ratio={ratio}/seed={grid.seed}",
+            status="supported",
+            reason="",
+            task=task,
+            source_id=source_id,
+            references=["4963732"],
+            reader=reader,
+            model_revision="rev1",
+            compressor=compressor,
+            seed=grid.seed,
+            setting={
+                "kind": "ratio",
+                "value": ratio,
+                "ratio": ratio,
+                "retained_share": ratio,
+                "method_parameter": {},
+            },
+            prompt_hash=_hash("prompt", task, reader, i, grid.seed),
+            n_context_tokens=1000,
+            n_question_tokens=40,
+            config_hash=_hash("cell", task, reader, compressor, ratio)[:16],
+            cell={"id": _hash("cell", task, reader, compressor, ratio)[:16], "fields": fields},
+            versions={"kvx": "0.1.0"},
+            query_aware=False,
+            split=split_key(grid, task, reader),
+            seconds=1.0,
+        )
+        record.pair(full, comp)
+        cw, cc = record.transition == "C→W", record.transition == "C→C"
         if grid.diagnostics:
-            cw, cc = record["transition"] == "C→W", record["transition"] == "C→C"
-            record["diagnostics"] = _diagnostics(cw, structural, rng, grid.intervention, cw, cc)
+            record.diagnostics = _diagnostics(cw, structural, rng, grid.intervention, cw, cc)
             if cw:
-                record["category"] = categorize(category_row(record["diagnostics"]))
-        out.append(record)
+                record.category = categorize(category_row(record.diagnostics))
+        out.append(record.to_dict())
     return out
 
 
@@ -191,10 +190,6 @@ def controls(records: list[dict]) -> list[dict]:
         for r in records
         if r["full"]
     ]
-
-
-def jsonl(records: Iterable[dict]) -> str:
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
 
 
 def log_sweep(uri: str, grid: Grid, experiment: str = "kvx") -> str:
@@ -220,14 +215,14 @@ def log_sweep(uri: str, grid: Grid, experiment: str = "kvx") -> str:
         ).info.run_id
         metrics = [Metric(k, float(v), 0, 0) for k, v in cell_metrics(records).items()]
         client.log_batch(run_id, metrics=metrics)
-        client.log_text(run_id, jsonl(records), "records.jsonl")
+        client.log_text(run_id, dumps(records), "records.jsonl")
         client.set_terminated(run_id, "FINISHED")
         split = records[0]["split"]
         if split not in logged:
             logged.add(split)
             tags = {tracking.ROLE: "control", tracking.CONTROL_KEY: split, tracking.MLFLOW_PARENT: sweep}
             control = client.create_run(exp_id, run_name=f"{task}|{reader}|FullCache", tags=tags).info.run_id
-            client.log_text(control, jsonl(controls(records)), "controls.jsonl")
+            client.log_text(control, dumps(controls(records)), "controls.jsonl")
             client.set_terminated(control, "FINISHED")
     client.set_terminated(sweep, "FINISHED")
     return sweep

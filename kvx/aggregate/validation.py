@@ -91,6 +91,7 @@ class Validated:
     declared: dict[tuple[str, str], str] = field(default_factory=dict)  # (diagnostic, value) -> direction
     conflicts: set[tuple[str, str]] = field(default_factory=set)
     contrasts: dict[str, dict[str, str]] = field(default_factory=dict)  # task -> anchor -> structural
+    cells: dict[str, dict[str, Any]] = field(default_factory=dict)  # cell id -> its flat identity fields
     n_records: int = 0
 
     def metrics(self) -> list[Metric]:
@@ -150,6 +151,7 @@ def check_batch(batch: Batch, out: Validated) -> None:
         valid_records.append(record)
         if not fatal:
             rows.append(project(record, batch.origin, batch.sweep, out.declared, out.conflicts))
+            out.cells.setdefault(record["cell"]["id"], record["cell"]["fields"])
             out.contrasts.setdefault(record["task"], {}).update(record.get("contrast") or {})
     if batch.logged is not None and len(valid_records) == out.n_records - before:
         _check_counts(batch, valid_records, out)  # only when every record could be read
@@ -196,7 +198,11 @@ def _check_counts(batch: Batch, records: list[dict[str, Any]], out: Validated) -
 
 
 def cross_check(
-    rows: pd.DataFrame, out: Validated, planned: dict[str, int], finished: dict[str, int]
+    rows: pd.DataFrame,
+    out: Validated,
+    planned: dict[str, int],
+    finished: dict[str, int],
+    reused: dict[str, set[str]] | None = None,
 ) -> pd.DataFrame:
     """Checks across records; returns the rows the analysis may use."""
     problems = out.problems
@@ -229,7 +235,7 @@ def cross_check(
         return rows
     rows = _dedupe(rows, problems)
     rows = _pairing(rows, out.ledger, problems)
-    _expected(rows, problems)
+    _expected(rows, problems, reused or {})
     for (task, reader), splits in rows.groupby(["task", "reader"])["split"].nunique().items():
         if splits > 1:
             problems.append(
@@ -334,12 +340,14 @@ def _pairing(rows: pd.DataFrame, ledger: dict[str, dict[str, dict]], problems: l
     return rows[~rows["unit"].isin(bad_units) & ~rows["key"].isin(bad_keys)]
 
 
-def _expected(rows: pd.DataFrame, problems: list[Problem]) -> None:
+def _expected(rows: pd.DataFrame, problems: list[Problem], reused: dict[str, set[str]]) -> None:
     """Within each sweep: every (task, reader, seed) x compressor x setting cell over every source.
 
-    A Hydra sweep is a product of its axes, so the plan is the product of the axes observed.
+    A Hydra sweep is a product of its axes, so the plan is the product of the axes observed; cells
+    a sweep reused from an earlier run count as that sweep's.
     """
-    for sweep, group in rows.groupby("sweep"):
+    for sweep in rows["sweep"].unique():
+        group = rows[(rows["sweep"] == sweep) | rows["cell_id"].isin(reused.get(sweep, set()))]
         splits = group[["task", "reader", "seed"]].drop_duplicates().itertuples(index=False)
         cells = product(sorted(group["compressor"].unique()), sorted(group["setting"].unique()))
         present = group.groupby(["task", "reader", "seed", "compressor", "setting"])["source_id"].agg(set)

@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from kvx.checks import check_ratio
+from kvx.checks import check_ratio as check_ratio  # re-exported: plugins import it from here
 from kvx.identity import SettingSpec
 
 if TYPE_CHECKING:

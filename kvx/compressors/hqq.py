@@ -16,8 +16,7 @@ from kvx.identity import SettingSpec
 
 if TYPE_CHECKING:
     import torch
-    from transformers import QuantizedCache
-    from transformers import Cache, PreTrainedModel
+    from transformers import Cache, PreTrainedModel, QuantizedCache
 
     from kvx.capture import Capture
 

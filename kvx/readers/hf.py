@@ -8,7 +8,6 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from kvx.errors import ConfigError

@@ -55,9 +55,10 @@ class TinyLlama(Reader):
         for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads"):
             check_int(f"reader.{key}", getattr(self, key), 1)
         if self.hidden_size % self.num_attention_heads or self.num_attention_heads % self.num_key_value_heads:
+            heads, kv_heads = self.num_attention_heads, self.num_key_value_heads
             raise ConfigError(
-                f"reader.hidden_size={self.hidden_size}, reader.num_attention_heads={self.num_attention_heads} "
-                f"and reader.num_key_value_heads={self.num_key_value_heads}: each must divide the one before"
+                f"reader.hidden_size={self.hidden_size}, reader.num_attention_heads={heads} and "
+                f"reader.num_key_value_heads={kv_heads}: each must divide the one before"
             )
 
     def load_model(self) -> tuple[LlamaForCausalLM, PreTrainedTokenizerFast, str]:

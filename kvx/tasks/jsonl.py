@@ -53,7 +53,9 @@ def check_rows(path: str, fields: Sequence[str]) -> None:
                 raise ConfigError(f"task.path={path}: {where} is not a JSON object")
             missing = [name for name in fields if name not in row]
             if missing:
-                raise ConfigError(f"task.path={path}: {where} has no field(s) {missing}; it has {sorted(row)}")
+                raise ConfigError(
+                    f"task.path={path}: {where} has no field(s) {missing}; it has {sorted(row)}"
+                )
             n_rows += 1
     except UnicodeDecodeError as exc:
         raise ConfigError(f"task.path={path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
@@ -70,7 +72,9 @@ def _json_rows(path: Path) -> Iterator[tuple[str, Any]]:
             try:
                 rows = json.load(handle)
             except json.JSONDecodeError as exc:
-                raise ConfigError(f"task.path={path}: line {exc.lineno} is not valid JSON ({exc.msg})") from None
+                raise ConfigError(
+                    f"task.path={path}: line {exc.lineno} is not valid JSON ({exc.msg})"
+                ) from None
             yield from ((f"item {index}", row) for index, row in enumerate(rows))
             return
         for number, line in enumerate(handle, 1):

@@ -438,8 +438,8 @@ class CommonWords(RulerTask):
         check_int("task.num_cw", self.num_cw, 1)
         if (self.freq_cw or self.freq_ucw) and not self.freq_cw > self.freq_ucw >= 1:
             raise ConfigError(
-                f"task.freq_cw={self.freq_cw} and task.freq_ucw={self.freq_ucw}: need freq_cw > freq_ucw >= 1, "
-                "or both 0 (RULER's choice)"
+                f"task.freq_cw={self.freq_cw} and task.freq_ucw={self.freq_ucw}: need "
+                "freq_cw > freq_ucw >= 1, or both 0 (RULER's choice)"
             )
 
     def _frequencies(self, context_tokens: int) -> tuple[int, int]:

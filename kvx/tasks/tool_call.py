@@ -216,9 +216,7 @@ def evaluate(
     arguments = call.get("arguments", call.get("parameters", {}))
     from jsonschema.exceptions import best_match
 
-    error = best_match(
-        _validator(json.dumps(schema, sort_keys=True)).iter_errors(arguments)
-    )
+    error = best_match(_validator(json.dumps(schema, sort_keys=True)).iter_errors(arguments))
     if error is not None:
         return done(f"schema: {error.message[:160]}")
     flags["schema_valid"] = 1.0

@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kvx.compressors.base import check_ratio
+from kvx.checks import check_int
 from kvx.compressors.kvpress_adapter import KVPressCompressor
-from kvx.errors import ConfigError
 from kvx_plugin_example.value_norm_press import ValueNormPress
 
 if TYPE_CHECKING:
@@ -24,10 +23,8 @@ class ValueNorm(KVPressCompressor):
 
     n_sink: int = 4
 
-    def validate(self, ratio: float) -> None:
-        check_ratio(ratio)
-        if self.n_sink < 0:
-            raise ConfigError(f"press.n_sink={self.n_sink} must be >= 0")
+    def validate(self) -> None:
+        check_int("press.n_sink", self.n_sink, 0)
 
     def build_press(self, ratio: float) -> BasePress:
-        return ValueNormPress(compression_ratio=check_ratio(ratio), n_sink=self.n_sink)
+        return ValueNormPress(compression_ratio=ratio, n_sink=self.n_sink)

@@ -1,0 +1,128 @@
+"""Every bad input to ``python -m kvx`` fails before any work: exit code 2, one ``kvx: ...`` line on
+stderr naming the key and the value, in under 3 s, and nothing written (no outputs/, no MLflow
+store, no Hydra run or multirun folder).
+
+The read-only folder is ``/proc/self``: tests run as root here, and root may write into a chmod'ed
+folder, but nobody may write into ``/proc/self`` (``os.access`` agrees, for root too).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+#: the budget for a whole ``python -m kvx`` that must fail
+LIMIT_S = 3.0
+
+
+@pytest.fixture(scope="module")
+def start_s() -> float:
+    """A bare interpreter's start on this machine: the only slack a loaded CI machine gets."""
+    begin = time.monotonic()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    return time.monotonic() - begin
+
+
+def _files(root: Path) -> set[Path]:
+    return {p.relative_to(root) for p in root.rglob("*")}
+
+
+def _fails(tmp_path: Path, start_s: float, args: list[str], expected: str, **env: str) -> str:
+    """Run kvx in ``tmp_path``; check the exit code, the one line, the time and that nothing was written."""
+    environ = {k: v for k, v in os.environ.items() if k not in {"MLFLOW_TRACKING_URI", "KVX_DISABLE_PLUGINS"}}
+    environ.update(env)
+    before = _files(tmp_path)
+    begin = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "kvx", *args], cwd=tmp_path, env=environ, capture_output=True, text=True
+    )
+    wall = time.monotonic() - begin
+    lines = done.stderr.splitlines()
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    assert len(lines) == 1 and lines[0].startswith("kvx: "), done.stderr
+    assert expected in lines[0], lines[0]
+    assert wall < LIMIT_S + start_s, f"{args} took {wall:.2f}s to fail"
+    assert _files(tmp_path) == before, f"{args} wrote {_files(tmp_path) - before}"
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["press.window_size=-5"], "press.window_size=-5"),
+        (["press.window_size=abc"], "press.window_size=abc"),
+        (["press=hqq", "press.bits=3"], "press.bits=3"),
+        (["n_sources=0"], "n_sources=0"),
+        (["context_tokens=5"], "context_tokens=5"),
+        (["max_new_tokens=0"], "max_new_tokens=0"),
+        (["budget_tokens=0"], "budget_tokens=0"),
+        (["budget_tokens=abc"], "budget_tokens='abc'"),
+        (["ratio=1.5"], "ratio=1.5"),
+        (["-m", "press=snapkv", "press.window_size=16,-1"], "press.window_size=-1"),
+        (["press=snapkv", "press.window_size=16,32"], "add -m"),
+    ],
+)
+def test_bad_value(tmp_path: Path, start_s: float, args: list[str], expected: str) -> None:
+    _fails(tmp_path, start_s, args, expected)
+
+
+@pytest.mark.parametrize("arg", ["+foo=1", "foo=1", "++foo=1"])
+def test_unknown_key_lists_the_valid_ones(tmp_path: Path, start_s: float, arg: str) -> None:
+    line = _fails(tmp_path, start_s, [arg], "'foo'")
+    assert "valid top-level keys" in line and "context_tokens" in line
+
+
+@pytest.mark.parametrize(
+    ("arg", "expected"),
+    [
+        ("press=snapkvv", "Did you mean 'snapkv'"),
+        ("diagnostics=[bogus]", "Unknown diagnostic 'bogus'"),
+        ("diagnostics=[coverag]", "Did you mean 'coverage'"),
+    ],
+)
+def test_unknown_name(tmp_path: Path, start_s: float, arg: str, expected: str) -> None:
+    _fails(tmp_path, start_s, [arg], expected)
+
+
+def test_outputs_dir_is_a_file(tmp_path: Path, start_s: float) -> None:
+    (tmp_path / "taken").write_text("x")
+    _fails(tmp_path, start_s, ["outputs_dir=taken"], "outputs_dir=taken is a file")
+    _fails(tmp_path, start_s, ["outputs_dir=taken/below"], "taken is a file")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_outputs_dir_not_writable(tmp_path: Path, start_s: float) -> None:
+    _fails(tmp_path, start_s, ["outputs_dir=/proc/self"], "outputs_dir=/proc/self is not writable")
+    _fails(tmp_path, start_s, ["outputs_dir=/proc/self/kvx"], "/proc/self is not writable")
+
+
+def test_tracking_uri_with_an_unknown_scheme(tmp_path: Path, start_s: float) -> None:
+    _fails(tmp_path, start_s, [], "MLFLOW_TRACKING_URI=bogus://x", MLFLOW_TRACKING_URI="bogus://x")
+
+
+def test_sqlite_store_that_cannot_be_created(tmp_path: Path, start_s: float) -> None:
+    (tmp_path / "taken").write_text("x")
+    uri = "mlflow.tracking_uri=sqlite:///taken/mlflow.db"
+    _fails(tmp_path, start_s, [uri], "taken is a file")
+
+
+def test_jsonl_empty_file(tmp_path: Path, start_s: float) -> None:
+    (tmp_path / "empty.jsonl").write_text("")
+    _fails(tmp_path, start_s, ["task=jsonl", "task.path=empty.jsonl"], "task.path=empty.jsonl is empty")
+
+
+def test_jsonl_malformed_file(tmp_path: Path, start_s: float) -> None:
+    row = '{"context": "a", "question": "q", "answers": ["a"]}'
+    (tmp_path / "bad.jsonl").write_text(f'{row}\n{{"context": "b", "question"\n')
+    _fails(tmp_path, start_s, ["task=jsonl", "task.path=bad.jsonl"], "task.path=bad.jsonl: line 2")
+
+
+def test_jsonl_row_without_a_field(tmp_path: Path, start_s: float) -> None:
+    (tmp_path / "rows.jsonl").write_text('{"context": "a", "question": "q"}\n')
+    _fails(tmp_path, start_s, ["task=jsonl", "task.path=rows.jsonl"], "line 1 has no field(s) ['answers']")

@@ -1,0 +1,241 @@
+"""One identity per cell, fixed token budgets, text transforms and bounded memos, in-process."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from kvx.compressors.base import n_kept, ratio_for_budget
+from kvx.compressors.presets import TOVA, SnapKV
+from kvx.identity import SettingSpec, varying
+from kvx.lru import ByteLRU, nbytes
+from kvx.pipeline.compress import compress
+from kvx.pipeline.engine import Cell
+from kvx.pipeline.transform import transform_source
+from kvx.registry import canonical, registry
+from kvx.tasks.base import Segment, Source
+from kvx.tasks.ruler import NiahSingle
+from kvx.transforms.base import Transform
+
+READER = {"name": "tiny", "fields": {"seed": 0}, "revision": "random-seed-0"}
+
+
+def cell(compressor=None, **kw) -> Cell:
+    base = dict(
+        task_name="ruler_niah_single",
+        task=NiahSingle(),
+        reader_name="tiny",
+        press_name="snapkv",
+        compressor=compressor or SnapKV(),
+        ratio=0.5,
+        seed=0,
+        n_sources=3,
+        context_tokens=400,
+        max_new_tokens=6,
+    )
+    return Cell(**{**base, **kw})
+
+
+def test_every_semantic_field_makes_a_different_cell():
+    base = cell().identity(READER)
+    variants = {
+        "press field": cell(SnapKV(window_size=16)).identity(READER),
+        "ratio": cell(ratio=0.25).identity(READER),
+        "budget": cell(budget_tokens=64).identity(READER),
+        "other budget": cell(budget_tokens=128).identity(READER),
+        "query aware": cell(query_aware=True).identity(READER),
+        "decoding budget": cell(max_new_tokens=8).identity(READER),
+        "split size": cell(n_sources=4).identity(READER),
+        "context size": cell(context_tokens=800).identity(READER),
+        "seed": cell(seed=1).identity(READER),
+        "task field": cell(task=NiahSingle(**_other_field(NiahSingle()))).identity(READER),
+        "reader": cell().identity({**READER, "fields": {"seed": 1}}),
+        "precision": cell().identity({**READER, "fields": {"seed": 0, "precision": "bf16-true"}}),
+        "compressor": cell(TOVA(), press_name="tova").identity(READER),
+    }
+    ids = {name: v.id for name, v in variants.items()}
+    assert base.id not in ids.values() and len(set(ids.values())) == len(ids), ids
+    # the control group ignores what only the compressed side sees
+    for name in ("press field", "ratio", "budget", "query aware", "compressor"):
+        assert variants[name].split == base.split, name
+    for name in ("decoding budget", "split size", "seed", "reader", "precision"):
+        assert variants[name].split != base.split, name
+
+
+def _other_field(task) -> dict:
+    """Some integer field of the task set to another valid value."""
+    for f in dataclasses.fields(task):
+        value = getattr(task, f.name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return {f.name: value + 1}
+    pytest.skip("NiahSingle has no integer field")
+
+
+def test_one_setting_is_one_cell():
+    none = registry("compressor").get("none")()
+    a = cell(none, press_name="none", ratio=0.25).identity(READER)
+    b = cell(none, press_name="none", ratio=0.5).identity(READER)
+    assert a.id == b.id and a.setting == SettingSpec("none", None)
+    hqq = registry("compressor").get("hqq")
+    assert cell(hqq(bits=4), press_name="hqq").identity(READER).id == (
+        cell(hqq(bits=4), press_name="hqq", ratio=0.25).identity(READER).id
+    )
+    assert cell(hqq(), press_name="hqq", ratio=0.25).identity(READER).id != (
+        cell(hqq(), press_name="hqq", ratio=0.5).identity(READER).id
+    )
+    # a name typed qualified is the built-in: one identity
+    assert canonical("compressor", "kvx:snapkv") == canonical("compressor", "snapkv") == "snapkv"
+
+
+def test_flat_fields_and_what_varies():
+    a = cell(SnapKV(window_size=16)).identity(READER).flat()
+    b = cell(SnapKV(window_size=32)).identity(READER).flat()
+    assert a["press"] == "snapkv" and a["press.window_size"] == 16 and a["setting.kind"] == "ratio"
+    assert a["reader.revision"] == "random-seed-0" and a["task.scorer_version"] == "1"
+    assert varying({"a": a, "b": b}) == ["press.window_size"]
+    c = cell(budget_tokens=100).identity(READER).flat()
+    assert varying({"a": a, "c": c}) == ["press.window_size"]  # setting.* is the matrix's own column
+
+
+@pytest.mark.parametrize(
+    ("budget", "n", "ratio"), [(128, 1000, 0.8715), (1, 10, 0.85), (300, 301, 0.5 / 301)]
+)
+def test_ratio_for_budget_by_hand(budget, n, ratio):
+    assert ratio_for_budget(budget, n) == pytest.approx(ratio)
+    assert n_kept(n, ratio_for_budget(budget, n)) == budget
+
+
+def test_ratio_for_budget_keeps_exactly_the_budget_everywhere():
+    assert ratio_for_budget(500, 500) == 0.0 and ratio_for_budget(900, 500) == 0.0
+    for n in range(1, 3000, 7):
+        for budget in {1, n // 3, n // 2, n - 1} - {0}:
+            if budget < n:
+                assert n_kept(n, ratio_for_budget(budget, n)) == budget, (budget, n)
+
+
+FAST_PATH = sorted(
+    name
+    for name in registry("compressor").names()
+    if ":" not in name and getattr(registry("compressor").get(name), "fast_path", False)
+)
+BUDGET = 60
+SMALL = {"snapkv": {"window_size": 8}, "adakv": {"window_size": 8}, "pyramidkv": {"window_size": 8}}
+
+
+@pytest.fixture(scope="module")
+def long_prompt(tiny):
+    return tiny.encode("The grass is green. The sky is blue. " * 8, "What colour is the sky?", "It is")
+
+
+@pytest.mark.parametrize("name", FAST_PATH)
+def test_budget_tokens_on_every_fast_path_press(tiny, engine, long_prompt, name):
+    comp = registry("compressor").get(name)(**SMALL.get(name, {}))
+    n = long_prompt.context_ids.shape[1]
+    setting = comp.resolve(comp.setting_spec(0.5, BUDGET), n, tiny.model)
+    if name in ("think", "hqq"):
+        assert not setting.supported and "budget" in setting.reason
+        return
+    if name == "none":  # keeps everything whatever is asked
+        assert setting.supported and setting.kind == "none"
+        return
+    assert setting.supported and setting.kind == "budget_tokens" and setting.value == BUDGET
+    with torch.inference_mode():
+        cache, run = compress(engine.caches, tiny, comp, setting.ratio, long_prompt, False)
+    lengths = [cache.get_seq_length(i) for i in range(len(cache.layers))]
+    if name == "adakv":  # masks keys per head instead of shrinking: BUDGET kept per head on average
+        assert lengths == [n] * len(lengths)
+        kept = run.retained.mask.sum(-1).float().mean().item()
+        assert kept == pytest.approx(BUDGET, abs=1)
+    elif name == "pyramidkv":  # per-layer budgets around BUDGET
+        budgets = setting.method_parameter["kept_tokens_per_layer"]
+        assert lengths == budgets and abs(sum(budgets) / len(budgets) - BUDGET) <= 8
+    elif name == "chunkkv":  # whole chunks: BUDGET // chunk_length of them
+        assert lengths[0] == BUDGET // comp.chunk_length * comp.chunk_length
+    else:
+        assert lengths == [BUDGET] * len(lengths), lengths
+
+
+def test_budget_is_unsupported_for_hqq_and_think_records(tiny, engine):
+    for name in ("hqq", "think"):
+        comp = registry("compressor").get(name)()
+        records = [
+            r.to_dict() for r in engine.run_cell(cell(comp, press_name=name, budget_tokens=64), tiny, False)
+        ]
+        assert all(r["status"] == "unsupported" and "budget" in r["reason"] for r in records)
+        assert all(r["setting"]["kind"] == "budget_tokens" and r["setting"]["value"] == 64 for r in records)
+
+
+def test_budget_cell_records_kind_value_and_the_ratio_it_ran_with(tiny, engine):
+    records = [
+        r.to_dict() for r in engine.run_cell(cell(SnapKV(window_size=16), budget_tokens=100), tiny, False)
+    ]
+    for r in records:
+        s = r["setting"]
+        assert r["status"] == "supported" and s["kind"] == "budget_tokens" and s["value"] == 100
+        assert (
+            s["method_parameter"]["kept_tokens_per_head"] == 100
+            and s["method_parameter"]["budget_tokens"] == 100
+        )
+        assert n_kept(r["n_context_tokens"], s["ratio"]) == 100
+        assert "/budget_tokens=100/" in r["key"]
+
+
+@dataclasses.dataclass
+class DropSecond(Transform):
+    def apply(self, source):
+        return [p for i, p in enumerate(source.parts()) if i != 1]
+
+
+@dataclasses.dataclass
+class Rewrite(Transform):
+    def apply(self, source):
+        first, *rest = source.parts()
+        return [Segment(first.id, first.text.upper()), *rest]
+
+
+def test_transform_moves_evidence_with_kept_segments_and_drops_the_rest():
+    source = Source.from_segments(
+        [Segment("a", "Alpha says one."), Segment("b", "Beta says two."), Segment("c", "Gamma says three.")],
+        "\n",
+        id="s",
+        question="q",
+        answers=["three"],
+        evidence=[(6, 10), (21, 25), (42, 47)],  # "says" in a and b, "three" in c
+    )
+    assert [source.context[s:e] for s, e in source.evidence] == ["says", "says", "three"]
+    out = transform_source(DropSecond(), "drop_second", source)
+    assert out.source.context == "Alpha says one.\nGamma says three."
+    assert [out.source.context[s:e] for s, e in out.source.evidence] == ["says", "three"]
+    assert out.info["kept_segment_ids"] == ["a", "c"] and out.info["evidence_kept"] == 2
+    assert out.info["evidence_total"] == 3 and out.info["n_segments"] == 3
+    rewritten = transform_source(Rewrite(), "rewrite", source)  # evidence in a rewritten segment is lost
+    assert [rewritten.source.context[s:e] for s, e in rewritten.source.evidence] == ["says", "three"]
+    assert transform_source(registry("transform").get("none")(), "none", source) is None
+
+
+def test_reader_reports_segment_token_spans(tiny):
+    source = Source.from_segments(
+        [Segment("a", "Alpha says one."), Segment("b", "Beta says two.")],
+        "\n",
+        id="s",
+        question="q",
+        answers=["x"],
+    )
+    prompt = tiny.render(source)
+    (a0, a1), (b0, b1) = prompt.segment_spans
+    ids = prompt.context_ids[0]
+    assert tiny.tokenizer.decode(ids[a0:a1]) == "Alpha says one."
+    assert tiny.tokenizer.decode(ids[b0:b1]) == "Beta says two."
+
+
+def test_byte_lru_is_bounded_by_bytes_not_count():
+    lru: ByteLRU[torch.Tensor] = ByteLRU(max_bytes=3 * 400)
+    for i in range(5):
+        lru.put(i, torch.zeros(100))  # 400 bytes each
+    assert len(lru) == 3 and 0 not in lru and 4 in lru and lru.total == 1200
+    lru.put("big", torch.zeros(1000))  # larger than the whole budget: not kept, nothing evicted
+    assert "big" not in lru and len(lru) == 3
+    assert nbytes({"a": torch.zeros(10), "b": [torch.zeros(5, dtype=torch.float64)]}) == 40 + 40 + 64 + 64
+    assert lru.memo("new", lambda: torch.zeros(100)).numel() == 100 and 1 not in lru

@@ -1,0 +1,74 @@
+"""kvx.preflight without a kvx subprocess: what it accepts, what it refuses, and what it imports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvx.errors import ConfigError
+from kvx.preflight import _parse, check_folder, check_tracking_uri, expand
+
+HEAVY = ("torch", "transformers", "kvpress", "mlflow", "datasets", "gguf", "jsonschema", "lightning")
+
+
+def test_registering_every_builtin_imports_no_framework() -> None:
+    """Hydra needs every built-in's class for its config node: none may cost torch's or kvpress's import."""
+    probe = (
+        "import sys, kvx.preflight\n"
+        "from kvx.config import register_configs\n"
+        "register_configs()\n"
+        f"print([m for m in {HEAVY!r} if m in sys.modules])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "sqlite:///outputs/mlflow.db",
+        "sqlite://",
+        "postgresql+psycopg2://u@h/db",
+        "mysql://u@h/db",
+        "https://mlflow.example.org",
+        "databricks",
+        "file:///tmp/kvx-mlruns",
+        "mlruns",
+    ],
+)
+def test_tracking_uris_mlflow_accepts(uri: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    check_tracking_uri(uri)
+    assert not any(tmp_path.iterdir()), "checking a store creates nothing"
+
+
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        ("bogus://x", "scheme 'bogus'"),
+        ("sqlite:///taken/mlflow.db", "taken is a file"),
+        ("taken", "is a file"),
+    ],
+)
+def test_tracking_uris_refused(
+    uri: str, message: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "taken").write_text("x")
+    with pytest.raises(ConfigError, match=message):
+        check_tracking_uri(uri)
+
+
+def test_a_missing_folder_is_fine_when_its_parent_is_writable(tmp_path: Path) -> None:
+    check_folder("outputs_dir", tmp_path / "a" / "b")
+    assert not (tmp_path / "a").exists()
+
+
+def test_expand_is_the_basic_sweepers_grid() -> None:
+    jobs = list(expand(_parse(["press=snapkv,tova", "ratio=0.25,0.5", "seed=1"]), multirun=True))
+    assert len(jobs) == 4 and jobs[0] == ["press=snapkv", "ratio=0.25", "seed=1"]
+    with pytest.raises(ConfigError, match="add -m"):
+        list(expand(_parse(["ratio=0.25,0.5"]), multirun=False))

@@ -1,0 +1,107 @@
+"""From ``python -m kvx`` into ``python -m kvx.aggregate``: every setting of a sweep is its own matrix
+row, with what varies as columns, and the aggregate finds nothing wrong (tiny reader, real CLI)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+pytestmark = pytest.mark.slow
+TINY = [
+    "reader=tiny",
+    "n_sources=3",
+    "context_tokens=300",
+    "max_new_tokens=4",
+    "progress=false",
+    "diagnostics=[]",
+]
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"} | {
+        "TOKENIZERS_PARALLELISM": "false"
+    }
+
+
+def kvx(cwd: Path, *args: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "kvx", "-m", *args, *TINY], cwd=cwd, env=_env(), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def aggregate(cwd: Path, *args: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    out = cwd / "agg"
+    done = subprocess.run(
+        [sys.executable, "-m", "kvx.aggregate", "--no-plots", "--no-log", "--out", str(out), *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return pd.read_csv(out / "matrix.csv", keep_default_na=False), pd.read_csv(out / "problems.csv")
+
+
+def compressed(matrix: pd.DataFrame) -> pd.DataFrame:
+    return matrix[matrix["compressor"] != "FullCache"]
+
+
+def cell_runs(cwd: Path) -> list:
+    client = MlflowClient(tracking_uri=f"sqlite:///{cwd / 'outputs' / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("kvx").experiment_id
+    return client.search_runs([exp], "tags.`kvx.role` = 'cell'")
+
+
+def test_press_fields_query_aware_and_setting_kinds_are_one_row_each(tmp_path):
+    kvx(
+        tmp_path,
+        "press=snapkv",
+        "press.window_size=16,32",
+        "query_aware=false,true",
+        "budget_tokens=null,100",
+    )
+    matrix, problems = aggregate(tmp_path)
+    assert problems.empty, problems.to_string()
+    rows = compressed(matrix)
+    assert len(rows) == 8 and rows["compressor"].nunique() == 4 and set(rows["setting"]) == {"0.5", "100 tok"}
+    assert {"press.window_size", "query_aware"} <= set(matrix.columns)
+    assert sorted(rows["press.window_size"].astype(str).unique()) == ["16", "32"]
+    assert (rows["n_sources"].astype(int) == 3).all() and (rows["n_supported"].astype(int) == 3).all()
+    assert len({r.data.tags["kvx.cell_id"] for r in cell_runs(tmp_path)}) == 8
+    run = cell_runs(tmp_path)[0]
+    assert {"press.window_size", "setting.kind", "setting.value", "reader.seed"} <= set(run.data.params)
+
+
+def test_hqq_bit_widths_are_three_cells(tmp_path):
+    kvx(tmp_path, "press=hqq", "press.bits=8,4,2", "press.group_size=16")
+    matrix, problems = aggregate(tmp_path)
+    assert problems.empty, problems.to_string()
+    rows = compressed(matrix)
+    assert sorted(rows["press.bits"].astype(str)) == ["2", "4", "8"] and (rows["setting"] == "-").all()
+
+
+def test_two_reader_configurations_are_two_readers_with_their_own_controls(tmp_path):
+    kvx(tmp_path, "reader.seed=0,1", "press=tova")
+    matrix, problems = aggregate(tmp_path)
+    assert problems.empty, problems.to_string()
+    assert sorted(matrix["reader"].unique()) == ["tiny[seed=0]", "tiny[seed=1]"]
+    assert len(matrix[matrix["compressor"] == "FullCache"]) == 2 and len(compressed(matrix)) == 2
+
+
+def test_a_qualified_name_is_the_same_cell_and_is_reused(tmp_path):
+    kvx(tmp_path, "press=tova", "ratio=0.25,0.5")
+    kvx(tmp_path, "press=kvx:tova", "ratio=0.25,0.5")  # the same two cells: reused, not recomputed
+    assert len(cell_runs(tmp_path)) == 2
+    matrix, problems = aggregate(tmp_path)
+    assert problems.empty, problems.to_string()
+    assert len(compressed(matrix)) == 2 and set(matrix["compressor"]) == {"FullCache", "tova"}
+    matrix, problems = aggregate(tmp_path, "--sweep", "latest")  # the reusing sweep alone is complete too
+    assert problems.empty, problems.to_string()
+    assert len(compressed(matrix)) == 2
