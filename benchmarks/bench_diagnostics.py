@@ -17,6 +17,7 @@ from pathlib import Path
 from kvx.pipeline.engine import Cell, Engine
 from kvx.readers.base import load_reader
 from kvx.readers.embedded import SmolLM2
+from kvx.records import as_dicts
 from kvx.registry import registry
 from kvx.tasks.ruler import NiahSingle
 
@@ -55,13 +56,13 @@ def main() -> None:
                 args.context,
                 24,
             )
-            [r.to_dict() for r in engine.run_cell(base, reader, progress=False)]  # controls and captures
+            as_dicts(engine.run_cell(base, reader, progress=False))  # controls and captures
             start = time.perf_counter()
-            [r.to_dict() for r in engine.run_cell(base, reader, progress=False)]
+            as_dicts(engine.run_cell(base, reader, progress=False))
             plain = time.perf_counter() - start
             base.diagnostics = diags
             start = time.perf_counter()
-            records = [r.to_dict() for r in engine.run_cell(base, reader, progress=False)]
+            records = as_dicts(engine.run_cell(base, reader, progress=False))
             with_diags = time.perf_counter() - start
             totals[0] += plain
             totals[1] += with_diags

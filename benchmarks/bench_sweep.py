@@ -24,6 +24,7 @@ from kvx.compressors.kvpress_adapter import KVPressCompressor
 from kvx.pipeline.engine import Cell, Engine
 from kvx.readers.base import load_reader
 from kvx.readers.embedded import SmolLM2
+from kvx.records import as_dicts
 from kvx.registry import registry
 from kvx.tasks.ruler import NiahSingle
 
@@ -97,7 +98,7 @@ def run(context_tokens: int, n_sources: int, max_new_tokens: int) -> dict:
         clock = ComputeClock(reader.model)
         start = time.perf_counter()
         kvx_records = {
-            (c.press_name, c.ratio): [r.to_dict() for r in engine.run_cell(c, reader, progress=False)] for c in cells
+            (c.press_name, c.ratio): as_dicts(engine.run_cell(c, reader, progress=False)) for c in cells
         }
         kvx_s = time.perf_counter() - start
 

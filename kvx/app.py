@@ -18,7 +18,7 @@ from kvx.identity import digest
 from kvx.pipeline.engine import Cell, Engine
 from kvx.preflight import check_job
 from kvx.readers.base import load_reader, reader_identity
-from kvx.records import cell_metrics, dumps
+from kvx.records import as_dicts, cell_metrics, dumps
 from kvx.registry import RegistryError, canonical, registry
 
 log = logging.getLogger("kvx")
@@ -126,7 +126,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
         client.set_tag(run_id, "model_revision", reader.revision)
         eng = engine(cfg)
         before = eng.controls.computed
-        records = [r.to_dict() for r in eng.run_cell(cell, reader, bool(cfg.progress), chash)]
+        records = as_dicts(eng.run_cell(cell, reader, bool(cfg.progress), chash))
         metrics = cell_metrics(records)
         metrics["controls_computed"] = eng.controls.computed - before
         _log_cell(client, run_id, cfg, records, metrics)

@@ -18,6 +18,8 @@ from typing import Any
 
 #: flat fields that the matrix already shows in its own columns (or pools over: seeds)
 SHOWN = ("task", "reader", "press", "setting.kind", "setting.value", "seed")
+#: flat-field prefixes that name a plugin: their fields are compared within one plugin only
+PLUGINS = ("task", "reader", "transform", "press")
 
 
 def digest(payload: Any, length: int = 16) -> str:
@@ -145,7 +147,8 @@ def _scalar(value: Any) -> Any:
 
 def varying(cells: dict[str, dict[str, Any]]) -> list[str]:
     """Flat fields whose value differs between the given cells (id -> flat fields), in a stable
-    order; fields the matrix already shows are left out."""
+    order; fields the matrix already shows are left out. A plugin's field (``press.window_size``)
+    varies only between cells of that same plugin: SnapKV next to TOVA is not a window sweep."""
     keys: list[str] = []
     for flat in cells.values():
         keys.extend(k for k in flat if k not in keys)
@@ -153,7 +156,12 @@ def varying(cells: dict[str, dict[str, Any]]) -> list[str]:
     for key in keys:
         if key in SHOWN:
             continue
-        values = {json.dumps(flat.get(key), sort_keys=True) for flat in cells.values()}
-        if len(values) > 1:
+        owner = key.split(".", 1)[0] if "." in key else ""
+        scoped = owner in PLUGINS
+        groups: dict[str, set[str]] = {}
+        for flat in cells.values():
+            group = json.dumps(flat.get(owner)) if scoped else ""
+            groups.setdefault(group, set()).add(json.dumps(flat.get(key), sort_keys=True))
+        if any(len(values) > 1 for values in groups.values()):
             out.append(key)
     return out

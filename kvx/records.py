@@ -140,6 +140,11 @@ class Record:
         return out
 
 
+def as_dicts(records: Iterable[Record]) -> list[dict[str, Any]]:
+    """Records as the JSON objects they are written as (what the aggregate and metrics read)."""
+    return [r.to_dict() for r in records]
+
+
 def dumps(records: Iterable[Record | dict[str, Any]]) -> str:
     """JSON Lines text of records (the ``records.jsonl`` artifact and record directories)."""
     return "".join(

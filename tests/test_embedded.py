@@ -17,6 +17,7 @@ def test_smollm2_converts_once_and_answers_a_needle_with_the_full_cache(tmp_path
     from kvx.pipeline.engine import Cell, Engine
     from kvx.readers.base import load_reader
     from kvx.readers.embedded import EOS, SmolLM2, converted_folder
+    from kvx.records import as_dicts
     from kvx.registry import registry
     from kvx.tasks.ruler import NiahSingle
 
@@ -40,7 +41,7 @@ def test_smollm2_converts_once_and_answers_a_needle_with_the_full_cache(tmp_path
         700,
         16,
     )
-    records = [r.to_dict() for r in engine.run_cell(cell, reader, progress=False)]
+    records = as_dicts(engine.run_cell(cell, reader, progress=False))
     assert all(r["full"]["correct"] for r in records), [r["full"]["output"] for r in records]
     assert all(r["full"]["stop_reason"] == "eos" for r in records)
     assert torch.get_default_dtype() == torch.float32

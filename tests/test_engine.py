@@ -11,7 +11,7 @@ from transformers import pipeline
 
 from kvx.compressors.presets import TOVA, SnapKV, StreamingLLM, ThinK
 from kvx.pipeline.engine import Cell, Engine
-from kvx.records import cell_metrics, validate
+from kvx.records import as_dicts, cell_metrics, validate
 from kvx.registry import registry
 from kvx.tasks.ruler import NiahSingle
 
@@ -38,7 +38,10 @@ def cell(press_name: str, compressor, ratio: float, **kw) -> Cell:
 def test_control_and_prefill_run_once_per_source_across_the_grid(tiny, engine):
     for comp in (SnapKV(window_size=16), TOVA()):
         for ratio in (0.25, 0.5):
-            records = [r.to_dict() for r in engine.run_cell(cell(type(comp).__name__, comp, ratio), tiny, progress=False)]
+            records = [
+                r.to_dict()
+                for r in engine.run_cell(cell(type(comp).__name__, comp, ratio), tiny, progress=False)
+            ]
             assert [r["status"] for r in records] == ["supported"] * N
     assert engine.controls.computed == N
     assert engine.prefills == N  # the captured prefill served every fast-path cell
@@ -46,15 +49,15 @@ def test_control_and_prefill_run_once_per_source_across_the_grid(tiny, engine):
 
 def test_controls_are_reused_by_a_later_process(tiny, tmp_path):
     first = Engine(tmp_path, 2**28)
-    a = [r.to_dict() for r in first.run_cell(cell("tova", TOVA(), 0.5), tiny, progress=False)]
+    a = as_dicts(first.run_cell(cell("tova", TOVA(), 0.5), tiny, progress=False))
     second = Engine(tmp_path, 2**28)
-    b = [r.to_dict() for r in second.run_cell(cell("tova", TOVA(), 0.25), tiny, progress=False)]
+    b = as_dicts(second.run_cell(cell("tova", TOVA(), 0.25), tiny, progress=False))
     assert first.controls.computed == N and second.controls.computed == 0 and second.controls.loaded == N
     assert [r["full"] for r in a] == [r["full"] for r in b]
 
 
 def test_records_follow_the_schema_and_pair_transitions(tiny, engine):
-    records = [r.to_dict() for r in engine.run_cell(cell("tova", TOVA(), 0.5), tiny, progress=False)]
+    records = as_dicts(engine.run_cell(cell("tova", TOVA(), 0.5), tiny, progress=False))
     for r in records:
         validate(r)
         expected = f"{'C' if r['full']['correct'] else 'W'}→{'C' if r['compressed']['correct'] else 'W'}"
@@ -76,7 +79,7 @@ class FailsOnSecondSource(TOVA):
 
 
 def test_an_exception_on_one_source_is_an_error_record_not_a_wrong_answer(tiny, engine):
-    records = [r.to_dict() for r in engine.run_cell(cell("fails", FailsOnSecondSource(), 0.5), tiny, progress=False)]
+    records = as_dicts(engine.run_cell(cell("fails", FailsOnSecondSource(), 0.5), tiny, progress=False))
     assert [r["status"] for r in records] == ["supported", "error", "supported"]
     assert records[1]["reason"] == "RuntimeError: boom on purpose"
     assert records[1]["compressed"] is None and records[1]["transition"] is None
@@ -86,7 +89,7 @@ def test_an_exception_on_one_source_is_an_error_record_not_a_wrong_answer(tiny, 
 
 
 def test_unsupported_setting_runs_nothing(tiny, engine):
-    records = [r.to_dict() for r in engine.run_cell(cell("think", ThinK(), 0.75), tiny, progress=False)]
+    records = as_dicts(engine.run_cell(cell("think", ThinK(), 0.75), tiny, progress=False))
     assert all(r["status"] == "unsupported" and "key channels" in r["reason"] for r in records)
     assert all(r["full"] is None and r["compressed"] is None for r in records)
     assert engine.prefills == 0 and engine.controls.computed == 0
@@ -96,7 +99,7 @@ def test_unsupported_setting_runs_nothing(tiny, engine):
 def test_uneven_layer_lengths_decode_on_per_layer_attention(tiny, engine):
     """PyramidKV leaves each layer a different length; transformers' shared mask cannot serve them."""
     pyramid = registry("compressor").get("pyramidkv")(window_size=8)
-    records = [r.to_dict() for r in engine.run_cell(cell("pyramidkv", pyramid, 0.5), tiny, progress=False)]
+    records = as_dicts(engine.run_cell(cell("pyramidkv", pyramid, 0.5), tiny, progress=False))
     budgets = records[0]["setting"]["method_parameter"]["kept_tokens_per_layer"]
     assert len(set(budgets)) > 1
     assert [r["status"] for r in records] == ["supported"] * N, [r["reason"] for r in records]
@@ -104,13 +107,18 @@ def test_uneven_layer_lengths_decode_on_per_layer_attention(tiny, engine):
 
 def test_no_compression_cell_is_the_control(tiny, engine):
     none = registry("compressor").get("none")()
-    records = [r.to_dict() for r in engine.run_cell(cell("none", none, 0.0), tiny, progress=False)]
+    records = as_dicts(engine.run_cell(cell("none", none, 0.0), tiny, progress=False))
     assert all(r["full"] == r["compressed"] for r in records)
     assert {r["transition"] for r in records} <= {"C→C", "W→W"}
 
 
 def test_query_aware_mode_compresses_with_the_question(tiny, engine):
-    records = [r.to_dict() for r in engine.run_cell(cell("snapkv", SnapKV(window_size=8), 0.5, query_aware=True), tiny, progress=False)]
+    records = [
+        r.to_dict()
+        for r in engine.run_cell(
+            cell("snapkv", SnapKV(window_size=8), 0.5, query_aware=True), tiny, progress=False
+        )
+    ]
     assert all(r["status"] == "supported" and r["query_aware"] for r in records)
 
 
@@ -168,11 +176,11 @@ def test_a_shared_context_is_compressed_once_and_decodes_as_if_compressed_per_so
     comp = registry("compressor").get(name)(**({"window_size": 16} if name == "snapkv" else {}))
     c = cell(name, comp, 0.5, task=SharedCatalog(), n_sources=4)
     shared = Engine(tmp_path / "a", 2**28)
-    records = [r.to_dict() for r in shared.run_cell(c, tiny, progress=False)]
+    records = as_dicts(shared.run_cell(c, tiny, progress=False))
     assert shared.prefills == 1 and shared.compressions == 1  # one catalog: one prefill, one compression
     monkeypatch.setattr(engine_module, "SHARED_CONTEXTS_KEPT", 0)  # the same run, compressing per source
     alone = Engine(tmp_path / "b", 2**28)
-    again = [r.to_dict() for r in alone.run_cell(c, tiny, progress=False)]
+    again = as_dicts(alone.run_cell(c, tiny, progress=False))
     assert alone.compressions == 4
     assert [r["compressed"]["token_ids"] for r in records] == [r["compressed"]["token_ids"] for r in again]
     assert [r["status"] for r in records] == ["supported"] * 4
@@ -180,5 +188,5 @@ def test_a_shared_context_is_compressed_once_and_decodes_as_if_compressed_per_so
 
 def test_query_aware_compression_is_never_shared(tiny, engine):
     c = cell("snapkv", SnapKV(window_size=16), 0.5, task=SharedCatalog(), n_sources=3, query_aware=True)
-    [r.to_dict() for r in engine.run_cell(c, tiny, progress=False)]
+    as_dicts(engine.run_cell(c, tiny, progress=False))
     assert engine.compressions == 3 and not engine.shared_contexts

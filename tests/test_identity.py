@@ -14,6 +14,7 @@ from kvx.lru import ByteLRU, nbytes
 from kvx.pipeline.compress import compress
 from kvx.pipeline.engine import Cell
 from kvx.pipeline.transform import transform_source
+from kvx.records import as_dicts
 from kvx.registry import canonical, registry
 from kvx.tasks.base import Segment, Source
 from kvx.tasks.ruler import NiahSingle
@@ -160,17 +161,13 @@ def test_budget_tokens_on_every_fast_path_press(tiny, engine, long_prompt, name)
 def test_budget_is_unsupported_for_hqq_and_think_records(tiny, engine):
     for name in ("hqq", "think"):
         comp = registry("compressor").get(name)()
-        records = [
-            r.to_dict() for r in engine.run_cell(cell(comp, press_name=name, budget_tokens=64), tiny, False)
-        ]
+        records = as_dicts(engine.run_cell(cell(comp, press_name=name, budget_tokens=64), tiny, False))
         assert all(r["status"] == "unsupported" and "budget" in r["reason"] for r in records)
         assert all(r["setting"]["kind"] == "budget_tokens" and r["setting"]["value"] == 64 for r in records)
 
 
 def test_budget_cell_records_kind_value_and_the_ratio_it_ran_with(tiny, engine):
-    records = [
-        r.to_dict() for r in engine.run_cell(cell(SnapKV(window_size=16), budget_tokens=100), tiny, False)
-    ]
+    records = as_dicts(engine.run_cell(cell(SnapKV(window_size=16), budget_tokens=100), tiny, False))
     for r in records:
         s = r["setting"]
         assert r["status"] == "supported" and s["kind"] == "budget_tokens" and s["value"] == 100
@@ -239,3 +236,41 @@ def test_byte_lru_is_bounded_by_bytes_not_count():
     assert "big" not in lru and len(lru) == 3
     assert nbytes({"a": torch.zeros(10), "b": [torch.zeros(5, dtype=torch.float64)]}) == 40 + 40 + 64 + 64
     assert lru.memo("new", lambda: torch.zeros(100)).numel() == 100 and 1 not in lru
+
+
+def _save_tiny(folder, seed: int) -> str:
+    from kvx.readers.tiny import TinyLlama
+
+    model, tok, _ = TinyLlama(seed=seed, num_hidden_layers=1).load_model()
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return str(folder)
+
+
+def test_hf_reader_identity_hashes_local_folders_and_resolves_revisions(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    from kvx.readers.base import reader_identity
+    from kvx.readers.hf import HFReader, resolve_revision
+
+    monkeypatch.setenv("KVX_CACHE_DIR", str(tmp_path / "cache"))
+    a, b = _save_tiny(tmp_path / "a", 0), _save_tiny(tmp_path / "b", 1)
+    ida, idb = reader_identity("hf", HFReader(model_id=a)), reader_identity("hf", HFReader(model_id=b))
+    assert ida["weights_sha256"] != idb["weights_sha256"] and len(ida["weights_sha256"]) == 64
+    assert ida["chat_template_sha256"] == idb["chat_template_sha256"]  # same tokenizer, same template
+    assert "revision" not in ida  # a folder has no revision: its content is the identity
+    assert (tmp_path / "cache" / "folder-hashes.json").is_file()  # multi-GB folders are hashed once
+    again = reader_identity("hf", HFReader(model_id=a, precision="16-true"))
+    assert again["weights_sha256"] == ida["weights_sha256"] and again["fields"]["precision"] == "16-true"
+    # a branch resolves to its commit through the local hub cache, offline
+    refs = tmp_path / "hub" / "models--org--model" / "refs"
+    refs.mkdir(parents=True)
+    (refs / "main").write_text("a" * 40)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    assert resolve_revision("org/model", "main") == "a" * 40
+    assert resolve_revision("org/model", "b" * 40) == "b" * 40
+    from kvx.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="reader.revision='v2'.*40-hex commit"):
+        resolve_revision("org/model", "v2")

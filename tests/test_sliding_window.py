@@ -10,10 +10,11 @@ from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 from kvx.capture import capture_prefill
 from kvx.compressors import attention
 from kvx.compressors.base import n_kept
-from kvx.pipeline.engine import Cell, Engine
 from kvx.generation import greedy_decode
+from kvx.pipeline.engine import Cell, Engine
 from kvx.readers.base import LoadedReader, attn_implementation
 from kvx.readers.tiny import byte_tokenizer
+from kvx.records import as_dicts
 from kvx.registry import registry
 from kvx.tasks.ruler import NiahSingle
 
@@ -138,7 +139,7 @@ def cell(name: str, press: dict, ratio: float, **kw) -> Cell:
 
 @pytest.mark.parametrize(("name", "press"), PRESSES, ids=[p[0] for p in PRESSES])
 def test_no_op_compression_decodes_the_full_cache_answer(gemma, tmp_path, name, press):
-    records = [r.to_dict() for r in Engine(tmp_path, 2**28).run_cell(cell(name, press, 0.0), gemma, progress=False)]
+    records = as_dicts(Engine(tmp_path, 2**28).run_cell(cell(name, press, 0.0), gemma, progress=False))
     assert [r["status"] for r in records] == ["supported"] * 2
     assert all(r["compressed"]["token_ids"] == r["full"]["token_ids"] for r in records)
 
@@ -146,7 +147,7 @@ def test_no_op_compression_decodes_the_full_cache_answer(gemma, tmp_path, name, 
 def test_compressed_cell_decodes_and_covers_only_compressed_slots(gemma, tmp_path):
     coverage = [("coverage", registry("diagnostic").get("coverage")())]
     c = cell("snapkv", {"window_size": 8}, 0.5, diagnostics=coverage)
-    records = [r.to_dict() for r in Engine(tmp_path, 2**28).run_cell(c, gemma, progress=False)]
+    records = as_dicts(Engine(tmp_path, 2**28).run_cell(c, gemma, progress=False))
     heads = gemma.model.config.num_key_value_heads
     for r in records:
         assert r["status"] == "supported", r["reason"]

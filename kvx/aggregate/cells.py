@@ -45,9 +45,10 @@ def label_cells(rows: pd.DataFrame, cells: dict[str, dict[str, Any]]) -> tuple[p
         mine = [k for k in keys if owner(k) == column]
         if not mine:
             continue
-        suffix = {
-            cid: "[" + ", ".join(_part(k, flat.get(k)) for k in mine) + "]" for cid, flat in present.items()
+        parts = {
+            cid: ", ".join(_part(k, flat[k]) for k in mine if k in flat) for cid, flat in present.items()
         }
+        suffix = {cid: f"[{text}]" if text else "" for cid, text in parts.items()}
         rows[column] = rows[column] + rows["cell_id"].map(suffix).fillna("")
     rows["row_id"] = rows["task"] + "|seed=" + rows["seed"].astype(str) + "|" + rows["source_id"]
     rows["unit"] = rows["row_id"] + "|" + rows["reader"] + "@" + rows["revision"]

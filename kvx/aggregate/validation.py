@@ -38,6 +38,7 @@ COUNT_KEYS = (
     "cw_denominator",
 )
 SHOWN = 5  # sources named in one message before "and N more"
+FIXED = "-"  # the setting label of compressors whose own fields fix what they keep
 
 
 @lru_cache(maxsize=1)
@@ -344,12 +345,17 @@ def _expected(rows: pd.DataFrame, problems: list[Problem], reused: dict[str, set
     """Within each sweep: every (task, reader, seed) x compressor x setting cell over every source.
 
     A Hydra sweep is a product of its axes, so the plan is the product of the axes observed; cells
-    a sweep reused from an earlier run count as that sweep's.
+    a sweep reused from an earlier run count as that sweep's. A compressor whose own fields fix
+    what it keeps (setting ``-``: press=none, hqq with press.bits) is one cell whatever the ratio.
     """
     for sweep in rows["sweep"].unique():
         group = rows[(rows["sweep"] == sweep) | rows["cell_id"].isin(reused.get(sweep, set()))]
         splits = group[["task", "reader", "seed"]].drop_duplicates().itertuples(index=False)
-        cells = product(sorted(group["compressor"].unique()), sorted(group["setting"].unique()))
+        settings = group.groupby("compressor")["setting"].agg(set)
+        swept = sorted(set(group["setting"]) - {FIXED})
+        cells = [
+            (c, s) for c in sorted(settings.index) for s in ([FIXED] if settings[c] == {FIXED} else swept)
+        ]
         present = group.groupby(["task", "reader", "seed", "compressor", "setting"])["source_id"].agg(set)
         sources = group.groupby(["task", "reader", "seed"])["source_id"].agg(set)
         for (task, reader, seed), (comp, setting) in product(list(splits), list(cells)):

@@ -146,13 +146,18 @@ _IDENTITIES: dict[str, dict[str, Any]] = {}
 
 
 def reader_identity(name: str, reader: Reader) -> dict[str, Any]:
-    """The reader part of a cell's identity: canonical name, fields and fingerprint (once per process)."""
-    from kvx.identity import component
+    """The reader part of a cell's identity: canonical name, fields and fingerprint (once per process).
+
+    A field the fingerprint resolves (``revision="main"`` -> its commit) is replaced by the resolved
+    value, so a branch and the commit it points to are one reader."""
+    from kvx.identity import fields_of
     from kvx.registry import canonical
 
     key = f"{name}:{sorted(reader.identity().items())}"
     if key not in _IDENTITIES:
-        _IDENTITIES[key] = component(canonical("reader", name), reader, **reader.fingerprint())
+        resolved = reader.fingerprint()
+        fields = {k: v for k, v in fields_of(reader).items() if k not in resolved}
+        _IDENTITIES[key] = {"name": canonical("reader", name), "fields": fields, **resolved}
     return _IDENTITIES[key]
 
 
