@@ -56,9 +56,9 @@ def main() -> None:
                 args.context,
                 24,
             )
-            as_dicts(engine.run_cell(base, reader, progress=False))  # controls and captures
+            engine.run_cell(base, reader, progress=False)  # controls and captures
             start = time.perf_counter()
-            as_dicts(engine.run_cell(base, reader, progress=False))
+            engine.run_cell(base, reader, progress=False)
             plain = time.perf_counter() - start
             base.diagnostics = diags
             start = time.perf_counter()

@@ -274,3 +274,19 @@ def test_hf_reader_identity_hashes_local_folders_and_resolves_revisions(tmp_path
 
     with pytest.raises(ConfigError, match="reader.revision='v2'.*40-hex commit"):
         resolve_revision("org/model", "v2")
+
+
+@dataclasses.dataclass
+class Fails(Transform):
+    def apply(self, source):
+        raise RuntimeError("cannot select")
+
+
+def test_a_failing_transform_is_an_error_record_never_a_wrong_answer(tiny, engine):
+    records = as_dicts(engine.run_cell(cell(transform_name="fails", transform=Fails()), tiny, False))
+    assert all(
+        r["status"] == "error" and r["reason"] == "transform fails: RuntimeError: cannot select"
+        for r in records
+    )
+    assert all(r["compressed"] is None and r["transition"] is None for r in records)
+    assert engine.prefills == 0  # nothing ran for it

@@ -196,7 +196,10 @@ class Engine:
         try:
             transformed = transform_source(cell.transform, cell.transform_name, source)
         except Exception as exc:  # a transform that fails on a source: an error, never a wrong answer
-            record.setting = _setting_dict(Setting(cell.ratio, None), identity.setting)
+            asked = identity.setting
+            record.setting = _setting_dict(
+                Setting(asked.value if asked.kind == "ratio" else 0.0, None), asked
+            )
             record.fail("error", f"transform {cell.transform_name}: {type(exc).__name__}: {exc}")
             return record
         comp_source, comp_prompt = source, prompt
