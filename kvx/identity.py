@@ -103,11 +103,6 @@ class CellIdentity:
         return digest(self.split_fields(), 64)
 
     @property
-    def reader_id(self) -> str:
-        """Identity of the loaded weights + tokenizer: keys captured prefills and FullCache memos."""
-        return digest(self.reader)
-
-    @property
     def split_cache_key(self) -> str:
         """Sources depend on the task, the seed, the size and the reader's tokenizer only."""
         parts = {k: v for k, v in self.split_fields().items() if k != "max_new_tokens"}
