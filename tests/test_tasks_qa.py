@@ -207,3 +207,49 @@ def test_jsonl_rejects_evidence_outside_the_context(tmp_path):
     )
     with pytest.raises(ValueError, match="not found"):
         JsonlTask(path=str(path), evidence_field="evidence").sources(1, 0, 0, words)
+
+
+def test_jsonl_segments_make_a_structured_context(tmp_path):
+    from kvx.pipeline.transform import transform_source
+    from kvx.transforms.base import Transform
+
+    rows = [
+        {
+            "uid": "d0",
+            "turns": [
+                {"id": "t0", "speaker": "user", "text": "Book a table for two."},
+                {"id": "t1", "speaker": "system", "text": "Which day?"},
+                {"id": "t2", "speaker": "user", "text": "Friday, actually make it four people."},
+            ],
+            "question": "How many people?",
+            "answers": ["four"],
+            "evidence": ["make it four people"],
+        },
+    ]
+    path = tmp_path / "dialogues.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    task = JsonlTask(
+        path=str(path), segments_field="turns", evidence_field="evidence", id_field="uid", separator="\n"
+    )
+    task.validate()
+    d0 = task.sources(1, 0, 0, words)[0]
+    pool = tmp_path / "pool.jsonl"  # plain strings: ids are positions
+    pool.write_text(
+        json.dumps({"turns": ["Paris is in France.", "Rome is in Italy."], "question": "Q", "answers": "x"})
+    )
+    p0 = JsonlTask(path=str(pool), segments_field="turns", separator="\n").sources(1, 0, 0, words)[0]
+    assert [(s.id, s.role) for s in d0.segments] == [("t0", "user"), ("t1", "system"), ("t2", "user")]
+    assert d0.context == "Book a table for two.\nWhich day?\nFriday, actually make it four people."
+    assert [d0.context[s:e] for s, e in d0.evidence] == ["make it four people"]
+    assert [s.id for s in p0.segments] == [
+        "0",
+        "1",
+    ] and p0.context == "Paris is in France.\nRome is in Italy."
+
+    class UserTurns(Transform):
+        def apply(self, source):
+            return [s for s in source.parts() if s.role == "user"]
+
+    out = transform_source(UserTurns(), "user_turns", d0)
+    assert out.source.context == "Book a table for two.\nFriday, actually make it four people."
+    assert [out.source.context[s:e] for s, e in out.source.evidence] == ["make it four people"]

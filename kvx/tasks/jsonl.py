@@ -15,7 +15,7 @@ from typing import Any
 
 from kvx.checks import check_choice
 from kvx.errors import ConfigError
-from kvx.tasks.base import CountTokens, Score, Source, Task
+from kvx.tasks.base import CountTokens, Score, Segment, Source, Task
 from kvx.tasks.scoring import containment, normalize_answer, string_match_all, string_match_part
 
 SCORERS: dict[str, Callable[[str, Sequence[str]], float]] = {
@@ -95,6 +95,31 @@ def seeded_order(num_rows: int, n: int, seed: int) -> list[int]:
     return order[:n]
 
 
+def _segments(items: Sequence[Any], row: int) -> list[Segment]:
+    """Segments given as strings (ids are their positions) or as objects with ``text`` and
+    optionally ``id``, ``role`` (or ``speaker``) and ``title``."""
+    out = []
+    for position, item in enumerate(items or []):
+        if isinstance(item, str):
+            out.append(Segment(str(position), item))
+        elif isinstance(item, dict) and isinstance(item.get("text"), str):
+            role = item.get("role") or item.get("speaker") or ""
+            ident = item.get("id")
+            out.append(
+                Segment(
+                    str(position if ident is None else ident),
+                    item["text"],
+                    str(role),
+                    str(item.get("title") or ""),
+                )
+            )
+        else:
+            raise ValueError(f"row {row}: segment {position} is neither a string nor an object with a text")
+    if not out:
+        raise ValueError(f"row {row}: no segments")
+    return out
+
+
 def _evidence(items: Sequence[Any], context: str, row: int) -> list[tuple[int, int]]:
     """Evidence given as [start, end] offsets, or as strings located at their first occurrence."""
     spans = []
@@ -118,7 +143,8 @@ class JsonlTask(Task):
 
     ``answers_field`` holds a string or a list of strings. ``evidence_field`` (optional) holds a list of
     [start, end] character offsets into the context or of verbatim context substrings. Without
-    ``id_field`` a source's id is the file stem and row number.
+    ``id_field`` a source's id is the file stem and row number. With ``segments_field`` the context is
+    structured (dialogue turns, a passage pool) and text transforms can keep or drop its segments.
     """
 
     path: str = ""
@@ -128,12 +154,17 @@ class JsonlTask(Task):
     evidence_field: str = ""
     id_field: str = ""
     scorer: str = "containment"
+    #: a list of strings, or of {"text", "id", "role", "title"} objects (dialogue turns, passages):
+    #: the context's segments, joined by ``separator``; ``context_field`` is then not read
+    segments_field: str = ""
+    separator: str = "\n\n"
 
     def __post_init__(self) -> None:
         check_choice("task.scorer", self.scorer, SCORERS)
 
     def validate(self) -> None:
-        required = ("context_field", "question_field", "answers_field")
+        context = "segments_field" if self.segments_field else "context_field"
+        required = (context, "question_field", "answers_field")
         for key in required:
             if not getattr(self, key):
                 raise ConfigError(f"task.{key} is empty: name the JSON field that holds it")
@@ -143,7 +174,7 @@ class JsonlTask(Task):
     def sources(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> list[Source]:
         rows = load_rows(self.path)
         fields = [
-            self.context_field,
+            self.segments_field or self.context_field,
             self.question_field,
             self.answers_field,
             self.evidence_field,
@@ -155,7 +186,11 @@ class JsonlTask(Task):
         out = []
         for index in seeded_order(len(rows), n, seed):
             row = rows[index]
-            context, question = str(row[self.context_field]), str(row[self.question_field])
+            segments = _segments(row[self.segments_field], index) if self.segments_field else None
+            context = (
+                self.separator.join(s.text for s in segments) if segments else str(row[self.context_field])
+            )
+            question = str(row[self.question_field])
             answers = row[self.answers_field]
             answers = [answers] if isinstance(answers, str) else [str(answer) for answer in answers or []]
             if not answers:
@@ -170,6 +205,8 @@ class JsonlTask(Task):
                     if self.evidence_field
                     else [],
                     metadata={"row": index, "prompt_tokens": count_tokens(f"{context}\n{question}")},
+                    segments=tuple(segments or ()),
+                    separator=self.separator,
                 )
             )
         if len({source.id for source in out}) < len(out):
