@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kvx.diagnostics.coverage import slot_coverage
+from kvx.diagnostics.coverage import segment_retention, slot_coverage
 
 
 def _mask(retained: list[set[int]], n_pos: int) -> torch.Tensor:
@@ -89,3 +89,12 @@ def test_overlapping_spans_counted_once_in_union() -> None:
 def test_errors(retained, spans) -> None:
     with pytest.raises(ValueError):
         slot_coverage(retained, spans)
+
+
+def test_segment_retention_by_hand() -> None:
+    # two slots over six positions; segment A = tokens 0-1, B = 2-5, C empty
+    mask = torch.tensor([[1, 1, 0, 0, 1, 1], [1, 0, 0, 0, 0, 1]], dtype=torch.bool)
+    a, b, c = segment_retention(mask, [(0, 2), (2, 6), (6, 6)])
+    assert a == pytest.approx((2 / 2 + 1 / 2) / 2)  # 0.75: slot-averaged, not a union (which says 1.0)
+    assert b == pytest.approx((2 / 4 + 1 / 4) / 2)  # 0.375
+    assert c is None

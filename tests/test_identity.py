@@ -290,3 +290,39 @@ def test_a_failing_transform_is_an_error_record_never_a_wrong_answer(tiny, engin
     )
     assert all(r["compressed"] is None and r["transition"] is None for r in records)
     assert engine.prefills == 0  # nothing ran for it
+
+
+def test_coverage_reports_each_segments_retained_share(tiny, engine):
+    class Pool(NiahSingle):
+        """The RULER source cut into three equal segments (byte tokenizer: equal token counts too)."""
+
+        def sources(self, n, seed, context_tokens, count_tokens):
+            out = []
+            for s in super().sources(n, seed, context_tokens, count_tokens):
+                third = len(s.context) // 3
+                texts = [s.context[:third], s.context[third : 2 * third], s.context[2 * third :]]
+                segments = [Segment(f"p{i}", t) for i, t in enumerate(texts)]
+                out.append(
+                    Source.from_segments(
+                        segments,
+                        "",
+                        id=s.id,
+                        question=s.question,
+                        answers=s.answers,
+                        evidence=s.evidence,
+                        answer_prefix=s.answer_prefix,
+                    )
+                )
+            return out
+
+    c = cell(
+        TOVA(),
+        press_name="tova",
+        task=Pool(),
+        diagnostics=[("coverage", registry("diagnostic").get("coverage")())],
+    )
+    for r in as_dicts(engine.run_cell(c, tiny, False)):
+        shares = r["diagnostics"]["coverage"]["values"]["segments"]
+        assert set(shares) == {"p0", "p1", "p2"} and all(0 <= v <= 1 for v in shares.values())
+        # TOVA keeps half of every layer: the segments' shares average to about half
+        assert sum(shares.values()) / 3 == pytest.approx(0.5, abs=0.05)

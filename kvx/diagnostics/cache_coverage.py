@@ -3,7 +3,8 @@
 Slots are those of the layers compression touched. A layer left whole (Gemma3's sliding-window
 layers) holds every position, though its window lets only the last ``sliding_window`` be attended;
 no compressor acted on it, so counting it as full coverage would only inflate ERR/ECov.
-``n_slots`` counts the averaged slots, ``n_layers_untouched`` the layers left out.
+``n_slots`` counts the averaged slots, ``n_layers_untouched`` the layers left out. For a structured
+context, ``segments`` gives each segment's slot-averaged retained share (segment id -> share).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import ClassVar
 
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
 from kvx.diagnostics.context import DiagnosticContext
-from kvx.diagnostics.coverage import slot_coverage
+from kvx.diagnostics.coverage import segment_retention, slot_coverage
 
 
 @dataclass
@@ -39,4 +40,8 @@ class Coverage(Diagnostic):
         values: dict[str, float | int] = dict(slot_coverage(slots, alignment.spans, self.tau))
         values["n_layers_untouched"] = retained.compressed.count(False) if retained.compressed else 0
         values["evidence_share"] = values["evidence_tokens"] / retained.mask.shape[1]
+        spans = context.prompt.segment_spans
+        if context.source.segments and spans is not None:  # which turns / passages the cache still holds
+            shares = segment_retention(slots, spans)
+            values["segments"] = {s.id: share for s, share in zip(context.source.segments, shares)}
         return DiagnosticResult(retained.status, values)  # type: ignore[arg-type]

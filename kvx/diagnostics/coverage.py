@@ -13,7 +13,7 @@ from typing import TypedDict
 
 import torch
 
-__all__ = ["CoverageValues", "slot_coverage"]
+__all__ = ["CoverageValues", "segment_retention", "slot_coverage"]
 
 
 class CoverageValues(TypedDict):
@@ -111,3 +111,13 @@ def slot_coverage(
         n_spans=len(checked),
         evidence_tokens=len(set().union(*checked)),
     )
+
+
+def segment_retention(mask: torch.Tensor, spans: Sequence[tuple[int, int]]) -> list[float | None]:
+    """Per segment (token span ``[a, b)``), the slot-averaged share of its positions still held:
+    mean over slots u of |R_u ∩ S| / |S| (the ERR formula with a segment for the evidence), so a
+    turn or passage that one head keeps and another drops counts half. None for an empty span."""
+    out: list[float | None] = []
+    for start, end in spans:
+        out.append(float(mask[:, start:end].float().mean()) if end > start else None)
+    return out
