@@ -155,15 +155,18 @@ class Engine:
             "contrast": dict(type(cell.task).contrast) or None,
         }
         label = f"{cell.press_name}@{identity.setting.label()}"
-        prefix = "/".join(
-            [cell.task_name, "{source}", f"{base['reader']}@{reader.revision}", cell.press_name]
-            + [_setting_key(identity.setting), f"seed={cell.seed}", identity.id]
+        # key = task/<source>/reader@revision/compressor/setting/seed/cell id: unique per source and cell
+        tail = "/".join(
+            [f"{base['reader']}@{reader.revision}", cell.press_name, _setting_key(identity.setting)]
+            + [f"seed={cell.seed}", identity.id]
         )
         records = []
         for source in tqdm(self.sources(cell, reader), desc=label, disable=not progress, leave=False):
             started = time.perf_counter()
             with reader.autocast():
-                record = self.run_source(cell, reader, identity, source, prefix, base)
+                record = self.run_source(
+                    cell, reader, identity, source, f"{cell.task_name}/{source.id}/{tail}", base
+                )
             record.seconds = time.perf_counter() - started
             validate(record.to_dict())
             records.append(record)
@@ -175,14 +178,14 @@ class Engine:
         reader: LoadedReader,
         identity: CellIdentity,
         source: Source,
-        prefix: str,
+        key: str,
         base: dict,
     ) -> Record:
         """Every stage for one source of one cell; nothing here outlives the source but the caches."""
         prompt = encode(reader, source)
         n_ctx = int(prompt.context_ids.shape[1])
         record = Record(
-            key=prefix.replace("{source}", source.id),
+            key=key,
             status="supported",
             reason="",
             source_id=source.id,
