@@ -14,9 +14,8 @@ import pytest
 from kvx.aggregate.__main__ import main
 from kvx.aggregate.pipeline import Options, analyse
 from kvx.aggregate.sources import DirectorySource, MlflowSource
-from kvx.aggregate.synthetic import Grid, cell_records, controls, log_sweep
-from kvx.identity import digest
-from kvx.records import Answer, Record, dumps, validate
+from kvx.aggregate.synthetic import Grid, cell_records, controls, log_sweep, ratio_record
+from kvx.records import Answer, dumps, validate
 
 FAST = Options(n_splits=200, n_boot=200, seed=1, progress=False)
 
@@ -41,31 +40,18 @@ def rec(
     text_hash=None,
 ) -> dict:
     """A record written the way the app writes it (through ``Record``), for crafted inputs."""
-    fields = {"task": task, "reader": reader, "press": comp, "setting.kind": "ratio", "setting.value": ratio}
-    r = Record(
-        key=f"{task}/{source}/{reader}@v/{comp}/ratio={ratio}/seed=0",
-        status=status,
-        reason="" if status == "supported" else "why",
-        task=task,
-        source_id=source,
+    r = ratio_record(
+        task,
+        source,
+        reader,
+        comp,
+        ratio,
         references=["yes"],
-        reader=reader,
-        model_revision="v",
-        compressor=comp,
-        seed=0,
         split=f"{task}|{reader}",
-        setting={
-            "kind": "ratio",
-            "value": ratio,
-            "ratio": ratio,
-            "retained_share": ratio,
-            "method_parameter": {},
-        },
         prompt_hash=f"{hash((task, source, reader)) % 16**8:064x}",
         n_context_tokens=10,
         n_question_tokens=2,
         config_hash="h",
-        cell={"id": digest(fields), "fields": fields},
         versions={},
         full=None if status == "unsupported" else answer(full),
         diagnostics=diags,

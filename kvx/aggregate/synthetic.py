@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from kvx.diagnostics.attention_access import Attention
 from kvx.diagnostics.cache_coverage import Coverage
 from kvx.diagnostics.categories import categorize, category_row
 from kvx.diagnostics.likelihood import Likelihood
+from kvx.identity import digest
 from kvx.records import Answer, Record, cell_metrics, dumps
 
 RISK = {
@@ -120,6 +122,40 @@ def _diagnostics(
     return out
 
 
+def ratio_record(
+    task: str, source_id: str, reader: str, compressor: str, ratio: float, seed: int = 0, **fields: Any
+) -> Record:
+    """A record of a ratio cell with its key, setting and cell identity filled the way the app fills
+    them (revision ``rev1``); ``fields`` gives or overrides the other ``Record`` fields."""
+    cell = {
+        "task": task,
+        "reader": reader,
+        "press": compressor,
+        "setting.kind": "ratio",
+        "setting.value": ratio,
+    }
+    base: dict[str, Any] = {
+        "key": f"{task}/{source_id}/{reader}@rev1/{compressor}/ratio={ratio}/seed={seed}",
+        "status": "supported",
+        "reason": "",
+        "task": task,
+        "source_id": source_id,
+        "reader": reader,
+        "model_revision": "rev1",
+        "compressor": compressor,
+        "seed": seed,
+        "setting": {
+            "kind": "ratio",
+            "value": ratio,
+            "ratio": ratio,
+            "retained_share": ratio,
+            "method_parameter": {},
+        },
+        "cell": {"id": digest(cell | {"seed": seed}), "fields": cell | {"seed": seed}},
+    }
+    return Record(**(base | fields))
+
+
 def cell_records(grid: Grid, task: str, reader: str, compressor: str, ratio: float) -> list[dict]:
     """The records of one cell; FullCache answers depend only on (task, reader, source)."""
     out = []
@@ -133,31 +169,18 @@ def cell_records(grid: Grid, task: str, reader: str, compressor: str, ratio: flo
         rng = np.random.default_rng(int(_hash(task, reader, compressor, ratio, i, grid.seed)[:8], 16))
         comp_ok = bool(rng.random() > difficulty + (0.5 - ratio)) if full_ok else bool(rng.random() < 0.1)
         comp = _answer(comp_ok, rng)
-        fields = {"task": task, "reader": reader, "press": compressor, "setting.kind": "ratio"}
-        fields |= {"setting.value": ratio, "seed": grid.seed, "n_sources": grid.n_sources}
-        record = Record(
-            key=f"{task}/{source_id}/{reader}@rev1/{compressor}/ratio={ratio}/seed={grid.seed}",
-            status="supported",
-            reason="",
-            task=task,
-            source_id=source_id,
+        record = ratio_record(
+            task,
+            source_id,
+            reader,
+            compressor,
+            ratio,
+            grid.seed,
             references=["4963732"],
-            reader=reader,
-            model_revision="rev1",
-            compressor=compressor,
-            seed=grid.seed,
-            setting={
-                "kind": "ratio",
-                "value": ratio,
-                "ratio": ratio,
-                "retained_share": ratio,
-                "method_parameter": {},
-            },
             prompt_hash=_hash("prompt", task, reader, i, grid.seed),
             n_context_tokens=1000,
             n_question_tokens=40,
             config_hash=_hash("cell", task, reader, compressor, ratio)[:16],
-            cell={"id": _hash("cell", task, reader, compressor, ratio)[:16], "fields": fields},
             versions={"kvx": "0.1.0"},
             query_aware=False,
             split=split_key(grid, task, reader),
