@@ -87,6 +87,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
     client, exp_id = tracking.ensure_experiment(cfg)
     reader_label = reader_cfg.label(names["reader"])
     name = f"{cell.task_name}|{reader_label}|{cell.press_name}@{identity.setting.label()}|seed={cell.seed}"
+    parent = _parent_run_id()
     done = tracking.finished_run_with(client, exp_id, tracking.CELL_ID, identity.id)
     stale = None
     if done is not None and cfg.force:
@@ -97,7 +98,6 @@ def run(cfg: DictConfig) -> dict[str, float]:
         stale = f"diagnostics were [{done.data.tags.get(tracking.DIAGNOSTICS, '')}], now [{diagnostics}]"
     if done is not None and stale is None:
         log.info("skip %s: finished run %s is cell %s", name, done.info.run_id, identity.id)
-        parent = _parent_run_id()
         if parent:  # the sweep counts it as one of its finished jobs
             client.set_tag(parent, f"{tracking.REUSED}{identity.id}", done.info.run_id)
         return dict(done.data.metrics)
@@ -112,7 +112,6 @@ def run(cfg: DictConfig) -> dict[str, float]:
         tracking.DIAGNOSTICS: diagnostics,
         **tracking.provenance_tags(),
     }
-    parent = _parent_run_id()
     if parent:
         tags[tracking.MLFLOW_PARENT] = parent
     run_id = client.create_run(exp_id, run_name=name, tags=tags).info.run_id

@@ -152,7 +152,7 @@ def writable(folder: Path) -> bool:
 
 
 def tracking_uri(cfg: DictConfig) -> str:
-    """``MLFLOW_TRACKING_URI`` wins over ``mlflow.tracking_uri`` (as in ``kvx.tracking``)."""
+    """``MLFLOW_TRACKING_URI`` wins over ``mlflow.tracking_uri`` (here, so it is read without mlflow)."""
     return os.environ.get("MLFLOW_TRACKING_URI") or str(cfg.mlflow.tracking_uri)
 
 

@@ -7,17 +7,17 @@ because concurrent first opens of a fresh sqlite store race on its schema migrat
 
 from __future__ import annotations
 
-import os
 import platform
 import subprocess
 from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
 
 from mlflow.entities import Run, RunStatus
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig
+
+from kvx.preflight import tracking_uri
 
 CONFIG_HASH = "kvx.config_hash"
 CELL_ID = "kvx.cell_id"
@@ -28,10 +28,6 @@ CONTROL_KEY = "kvx.control_key"
 PLANNED_JOBS = "kvx.planned_jobs"
 PARENT_FILE = "kvx_parent_run_id"
 MLFLOW_PARENT = "mlflow.parentRunId"
-
-
-def tracking_uri(cfg: DictConfig) -> str:
-    return os.environ.get("MLFLOW_TRACKING_URI") or str(cfg.mlflow.tracking_uri)
 
 
 def ensure_experiment(cfg: DictConfig) -> tuple[MlflowClient, str]:
@@ -110,14 +106,3 @@ def provenance_tags() -> dict[str, str]:
     tags["git_sha"] = git_sha()
     tags["python"] = platform.python_version()
     return tags
-
-
-def flat_params(prefix: str, node: Any) -> dict[str, str]:
-    """Flatten a nested config into MLflow params (values as strings, 500 chars max)."""
-    out: dict[str, str] = {}
-    if isinstance(node, dict):
-        for k, v in node.items():
-            out.update(flat_params(f"{prefix}.{k}" if prefix else str(k), v))
-    else:
-        out[prefix] = str(node)[:500]
-    return out

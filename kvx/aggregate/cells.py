@@ -50,8 +50,6 @@ def label_cells(rows: pd.DataFrame, cells: dict[str, dict[str, Any]]) -> tuple[p
         }
         suffix = {cid: f"[{text}]" if text else "" for cid, text in parts.items()}
         rows[column] = rows[column] + rows["cell_id"].map(suffix).fillna("")
-    rows["row_id"] = rows["task"] + "|seed=" + rows["seed"].astype(str) + "|" + rows["source_id"]
-    rows["unit"] = rows["row_id"] + "|" + rows["reader"] + "@" + rows["revision"]
     return rows, keys
 
 

@@ -20,6 +20,7 @@ from kvx.aggregate.intervention import intervention
 from kvx.aggregate.matched import matched
 from kvx.aggregate.matrix import categories, failures, matrix
 from kvx.aggregate.problems import Problem
+from kvx.aggregate.rows import with_ids
 from kvx.aggregate.separation import separation
 from kvx.aggregate.sources import CONTROL_SUFFIX, Batch, Source
 from kvx.aggregate.validation import Validated, check_batch, cross_check
@@ -68,6 +69,7 @@ def analyse(source: Source, options: Options) -> Result:
     if not rows.empty:
         rows = rows.sort_values("key", kind="stable").reset_index(drop=True)
         rows, keys = label_cells(rows, validated.cells)
+        rows = with_ids(rows)
     rows = cross_check(rows, validated, source.planned, source.finished_cells, source.reused)
     metrics = validated.metrics()
     tables: dict[str, pd.DataFrame] = {}

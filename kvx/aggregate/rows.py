@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
+
 VALID = ("measured", "projected", "structural")
 INTERVENTION_FIELDS = (
     "reproduced",
@@ -86,7 +88,6 @@ def project(
     setting = record["setting"]
     ratio = float(setting["value"]) if setting["kind"] == "ratio" else NAN
     reader = f"{record['reader']}"
-    row_id = f"{record['task']}|seed={record['seed']}|{record['source_id']}"
     row: dict[str, Any] = {
         "origin": origin,
         "sweep": sweep,
@@ -101,8 +102,6 @@ def project(
         "cell_id": record["cell"]["id"],
         "seed": int(record["seed"]),
         "source_id": record["source_id"],
-        "row_id": row_id,  # the same source for every reader
-        "unit": f"{row_id}|{reader}@{record['model_revision']}",  # the same source and reader: one control
         "status": record["status"],
         "prompt_hash": record["prompt_hash"],
         "full_score": _number(full.get("score")),
@@ -128,3 +127,12 @@ def project(
     for name in INTERVENTION_FIELDS:
         row[f"iv_{name}"] = _flag(iv.get("values", {}).get(name)) if iv_ok else NAN
     return row
+
+
+def with_ids(rows: pd.DataFrame) -> pd.DataFrame:
+    """``row_id`` (the same source for every reader) and ``unit`` (the same source and reader: one
+    FullCache control), built from the final task and reader labels."""
+    rows = rows.copy()
+    rows["row_id"] = rows["task"] + "|seed=" + rows["seed"].astype(str) + "|" + rows["source_id"]
+    rows["unit"] = rows["row_id"] + "|" + rows["reader"] + "@" + rows["revision"]
+    return rows

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -57,7 +58,7 @@ class LoadedReader:
         self.identity = self.identity or {"name": self.name, "fields": {}, "revision": self.revision}
         self.label = self.label or self.name
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
         """Identity of the loaded weights and tokenizer: keys captured prefills and memos."""
         from kvx.identity import digest
@@ -128,9 +129,6 @@ class Reader(ABC):
     def load_model(self) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, str]:
         """Load (model, tokenizer, resolved revision) on the CPU in float32."""
 
-    def identity(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)  # type: ignore[call-overload]
-
     def fingerprint(self) -> dict[str, str]:
         """What the fields alone leave open — the resolved revision or a hash of the weights (and,
         where the tokenizer is not pinned by them, its chat template) — found without loading the
@@ -145,6 +143,11 @@ class Reader(ABC):
 _IDENTITIES: dict[str, dict[str, Any]] = {}
 
 
+def _config_key(name: str, reader: Reader) -> str:
+    """A reader as configured (name and every field): keys the per-process identity and model caches."""
+    return f"{name}:{sorted(dataclasses.asdict(reader).items())}"  # type: ignore[call-overload]
+
+
 def reader_identity(name: str, reader: Reader) -> dict[str, Any]:
     """The reader part of a cell's identity: canonical name, fields and fingerprint (once per process).
 
@@ -153,7 +156,7 @@ def reader_identity(name: str, reader: Reader) -> dict[str, Any]:
     from kvx.identity import fields_of
     from kvx.registry import canonical
 
-    key = f"{name}:{sorted(reader.identity().items())}"
+    key = _config_key(name, reader)
     if key not in _IDENTITIES:
         resolved = reader.fingerprint()
         fields = {k: v for k, v in fields_of(reader).items() if k not in resolved}
@@ -172,7 +175,7 @@ _LOADED: dict[str, LoadedReader] = {}
 
 def load_reader(name: str, reader: Reader) -> LoadedReader:
     """Load a reader once per process: every cell of a sweep reuses the same model."""
-    key = f"{name}:{sorted(reader.identity().items())}"
+    key = _config_key(name, reader)
     if key not in _LOADED:
         from transformers.utils import logging as hf_logging
 
