@@ -20,6 +20,7 @@ from kvx.preflight import check_job
 from kvx.readers.base import load_reader, reader_identity
 from kvx.records import as_dicts, cell_metrics, dumps
 from kvx.registry import RegistryError, canonical, registry
+from kvx.transforms.turns import selection
 
 log = logging.getLogger("kvx")
 _ENGINE: Engine | None = None
@@ -42,6 +43,13 @@ def build_cell(cfg: DictConfig) -> tuple[Cell, Any, dict[str, str]]:
     typed = choices(cfg)
     names = {group: canonical(kind, typed[group]) for group, kind in GROUPS.items()}
     task = instantiate(cfg, "task")
+    transform_name, transform = names["transform"], instantiate(cfg, "transform")
+    selector = instantiate(cfg, "turn_selector")
+    if not getattr(selector, "identity", False):
+        transform_name = f"turns:{names['turn_selector']}"
+        transform = selection(
+            names["turn_selector"], selector, float(cfg.turn_fraction), bool(cfg.get("turn_markers", True))
+        )
     cell = Cell(
         task_name=names["task"],
         task=task,
@@ -56,8 +64,8 @@ def build_cell(cfg: DictConfig) -> tuple[Cell, Any, dict[str, str]]:
         query_aware=bool(cfg.query_aware),
         diagnostics=[(n, registry("diagnostic").get(n)()) for n in cfg.diagnostics or []],
         budget_tokens=None if cfg.budget_tokens is None else int(cfg.budget_tokens),
-        transform_name=names["transform"],
-        transform=instantiate(cfg, "transform"),
+        transform_name=transform_name,
+        transform=transform,
     )
     return cell, instantiate(cfg, "reader"), names
 

@@ -18,7 +18,13 @@ from omegaconf import DictConfig, OmegaConf
 from kvx.registry import BUILTIN_DIST, RegistryError, registry
 
 #: config group -> registry kind
-GROUPS = {"task": "task", "reader": "reader", "press": "compressor", "transform": "transform"}
+GROUPS = {
+    "task": "task",
+    "reader": "reader",
+    "press": "compressor",
+    "transform": "transform",
+    "turn_selector": "turn_selector",
+}
 
 
 #: group -> names typed for it (on the command line or in the config's defaults); None: every name

@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from kvx.checks import check_bool, check_int, check_optional_int, check_ratio
+from kvx.checks import check_bool, check_int, check_number, check_optional_int, check_ratio
 from kvx.config import GROUPS, instantiate, register_configs
 from kvx.errors import ConfigError
 from kvx.registry import registry
@@ -105,6 +105,7 @@ def check_job(cfg: DictConfig) -> None:
     plugins = {group: _instantiate(cfg, group) for group in GROUPS if cfg.get(group) is not None}
     for plugin in plugins.values():
         plugin.validate()
+    check_turn_selection(cfg, plugins)
     for group in ("task", "reader", "press"):
         if group not in plugins:
             raise ConfigError(f"no {group} chosen: set {group}=<name> (python -m kvx --help lists them)")
@@ -117,6 +118,26 @@ def check_job(cfg: DictConfig) -> None:
         )
     check_folder("outputs_dir", cfg.outputs_dir)
     check_tracking_uri(tracking_uri(cfg))
+
+
+def check_turn_selection(cfg: DictConfig, plugins: dict[str, Any]) -> None:
+    """``turn_selector=<name>`` needs ``turn_fraction`` and is the run's text transform; a fraction
+    without a selector would be silently unused."""
+    selector = plugins.get("turn_selector")
+    fraction = cfg.get("turn_fraction")
+    if selector is None or getattr(selector, "identity", False):
+        if fraction is not None:
+            raise ConfigError(f"turn_fraction={fraction} is set but turn_selector=none: choose a selector")
+        return
+    if fraction is None:
+        raise ConfigError("turn_selector needs turn_fraction=<fraction of turns kept, in (0, 1]>")
+    check_number("turn_fraction", fraction, 0.0, 1.0)
+    if fraction == 0:
+        raise ConfigError("turn_fraction=0 keeps no turn: use a fraction in (0, 1]")
+    check_bool("turn_markers", cfg.get("turn_markers", True))
+    transform = plugins.get("transform")
+    if transform is not None and not getattr(transform, "identity", False):
+        raise ConfigError("turn_selector and transform are both text transforms: choose one (transform=none)")
 
 
 def check_known(base: DictConfig, key: str, line: str) -> None:

@@ -23,7 +23,7 @@ from kvx.compressors.base import Compressor, Setting
 from kvx.controls import ControlStore, control_key
 from kvx.diagnostics.base import Diagnostic
 from kvx.diagnostics.context import DiagnosticContext
-from kvx.errors import ConfigError
+from kvx.errors import ConfigError, Unsupported
 from kvx.generation import Generation
 from kvx.identity import CellIdentity, SettingSpec, component
 from kvx.lru import ByteLRU
@@ -160,6 +160,7 @@ class Engine:
             [f"{base['reader']}@{reader.revision}", cell.press_name, _setting_key(identity.setting)]
             + [f"seed={cell.seed}", identity.id]
         )
+        cell.transform.bind(reader)
         records = []
         for source in tqdm(self.sources(cell, reader), desc=label, disable=not progress, leave=False):
             started = time.perf_counter()
@@ -198,12 +199,15 @@ class Engine:
         )
         try:
             transformed = transform_source(cell.transform, cell.transform_name, source)
-        except Exception as exc:  # a transform that fails on a source: an error, never a wrong answer
+        except Exception as exc:  # a transform that fails on a source: never a wrong answer
             asked = identity.setting
             record.setting = _setting_dict(
                 Setting(asked.value if asked.kind == "ratio" else 0.0, None), asked
             )
-            record.fail("error", f"transform {cell.transform_name}: {type(exc).__name__}: {exc}")
+            if isinstance(exc, Unsupported):
+                record.fail("unsupported", f"transform {cell.transform_name}: {exc}")
+            else:
+                record.fail("error", f"transform {cell.transform_name}: {type(exc).__name__}: {exc}")
             return record
         comp_source, comp_prompt = source, prompt
         if transformed is not None:

@@ -75,17 +75,21 @@ class LoadedReader:
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def encode(self, context: str, question: str, answer_prefix: str = "") -> Prompt:
-        """Apply the chat template the way kvpress's ``preprocess`` does, so answers match it."""
+    def encode(self, context: str, question: str, answer_prefix: str = "", system: str = "") -> Prompt:
+        """Apply the chat template the way kvpress's ``preprocess`` does, so answers match it; a
+        system prompt is the template's system message (plain text before the context without one)."""
         tok = self.tokenizer
         source_context = context
         if tok.chat_template is None:
-            context = (tok.bos_token or "") + context
+            context = (tok.bos_token or "") + (f"{system}\n\n" if system else "") + context
             suffix = "\n"
         else:
             separator = "#" * (len(context) + 10)
+            messages = [{"role": "system", "content": system}] if system else []
             templated = tok.apply_chat_template(
-                [{"role": "user", "content": context + separator}], add_generation_prompt=True, tokenize=False
+                [*messages, {"role": "user", "content": context + separator}],
+                add_generation_prompt=True,
+                tokenize=False,
             )
             context, suffix = templated.split(separator)
         ctx = tok.encode(context, return_tensors="pt", add_special_tokens=False)
@@ -95,7 +99,7 @@ class LoadedReader:
 
     def render(self, source: Source) -> Prompt:
         """The encode stage: the source's segments as one prompt, with each segment's token span."""
-        prompt = self.encode(source.context, source.question, source.answer_prefix)
+        prompt = self.encode(source.context, source.question, source.answer_prefix, source.system)
         if getattr(self.tokenizer, "is_fast", False):
             enc = self.tokenizer(prompt.context_text, add_special_tokens=False, return_offsets_mapping=True)
             if enc["input_ids"] == prompt.context_ids[0].tolist():

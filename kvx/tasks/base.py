@@ -46,6 +46,8 @@ class Source:
     metadata: dict[str, Any] = field(default_factory=dict)
     segments: tuple[Segment, ...] = ()
     separator: str = "\n\n"
+    #: the system prompt the reader gets before the context ("": the reader's template default)
+    system: str = ""
 
     def __post_init__(self) -> None:
         if self.segments and self.separator.join(s.text for s in self.segments) != self.context:
@@ -75,6 +77,8 @@ class Source:
         payload = asdict(self)
         if not self.segments:  # plain documents hash as they did before segments existed
             del payload["segments"], payload["separator"]
+        if not self.system:  # nor before system prompts existed
+            del payload["system"]
         return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 

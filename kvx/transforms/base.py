@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
+    from kvx.readers.base import LoadedReader
     from kvx.tasks.base import Segment, Source
 
 
@@ -27,6 +28,10 @@ class Transform(ABC):
     def validate(self) -> None:  # noqa: B027 - optional hook
         """Raise ``kvx.errors.ConfigError`` for invalid fields, before any model loads."""
 
+    def bind(self, reader: LoadedReader) -> None:  # noqa: B027 - optional hook
+        """Called once per cell with the loaded reader, for transforms that score text with it."""
+
     @abstractmethod
     def apply(self, source: Source) -> Sequence[Segment]:
-        """The segments the reader should see, in order (a subset of ``source.parts()`` or rewrites)."""
+        """The segments the reader should see, in order (a subset of ``source.parts()`` or rewrites).
+        Raise ``kvx.errors.Unsupported`` for a source the transform cannot apply to."""

@@ -1,28 +1,72 @@
-"""Turn-selector interface (TPBench): which dialogue turns a compressed context keeps.
+"""Turn-selector interface (TPBench §5): which whole dialogue turns a compressed context keeps.
 
-A selector is a dataclass registered in the ``kvx.turn_selectors`` entry-point group. Built-in
-selectors (recency, uniform stride, random, ...) arrive with the dialogue tasks; this module fixes
-the contract they and third-party selectors implement.
+A selector is a dataclass registered in the ``kvx.turn_selectors`` entry-point group (built-ins
+too); its fields are the ``turn_selector.<field>`` Hydra node. It sees the dialogue's turns (speaker
+and utterance, no markers) and a turn budget ``k``, and returns the indices it keeps. Budgets follow
+the paper: positional selectors keep ``max(1, round(n r))`` turns, content selectors (attention
+proxy, MMR, LLMLingua) ``max(1, floor(n r))``. The ``TurnSelection`` transform renders the kept turns.
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from kvx.errors import Unsupported
+
+__all__ = ["Turn", "TurnSelector", "Unsupported", "dialogue_seed", "keep_count"]
+
+if TYPE_CHECKING:
+    from kvx.readers.base import LoadedReader
 
 
-def keep_count(n_turns: int, keep_ratio: float) -> int:
-    """TPBench positional selectors keep ``k = max(1, round(n * r))`` of ``n`` turns."""
+@dataclass(frozen=True)
+class Turn:
+    """One dialogue turn as a selector sees it."""
+
+    index: int
+    speaker: str  # "user" | "system"
+    text: str  # the utterance without any [Tn] marker
+
+
+def keep_count(n_turns: int, fraction: float, rounding: str = "round") -> int:
+    """Turns kept of ``n_turns`` at turn fraction ``fraction``: ``max(1, round(n r))`` (positional
+    selectors) or ``max(1, floor(n r))`` (content selectors), never more than ``n_turns``."""
     if n_turns < 1:
         raise ValueError(f"a dialogue needs at least one turn, got n_turns={n_turns}")
-    if not 0.0 < keep_ratio <= 1.0:
-        raise ValueError(f"keep_ratio={keep_ratio} must be in (0, 1]")
-    return max(1, round(n_turns * keep_ratio))
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"turn_fraction={fraction} must be in (0, 1]")
+    raw = n_turns * fraction
+    k = math.floor(raw + 1e-9) if rounding == "floor" else round(raw)
+    return min(n_turns, max(1, k))
+
+
+def dialogue_seed(seed: int, dialogue_id: str) -> int:
+    """A per-dialogue seed: the same dialogue gets the same random turns in every probe and cell."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{dialogue_id}".encode()).digest()[:8], "big")
 
 
 class TurnSelector(ABC):
-    """Chooses turns to keep; deterministic given ``seed`` (random selectors seed per dialogue)."""
+    """Base class for ``kvx.turn_selectors`` plugins (dataclasses)."""
+
+    #: "round" (positional selectors) or "floor" (content selectors), as TPBench §5 states
+    rounding: ClassVar[str] = "round"
+
+    def validate(self) -> None:  # noqa: B027 - optional hook
+        """Raise ``kvx.errors.ConfigError`` for invalid fields, before any model loads."""
+
+    def bind(self, reader: LoadedReader) -> None:  # noqa: B027 - optional hook
+        """Called once with the loaded reader before any source; selectors scoring turns with the
+        reader's own attention keep it, the others ignore it."""
+
+    def budget(self, n_turns: int, fraction: float) -> int:
+        return keep_count(n_turns, fraction, self.rounding)
 
     @abstractmethod
-    def select(self, turns: Sequence[str], keep_ratio: float, seed: int) -> list[int]:
-        """Indices of the kept turns, ascending, ``keep_count(len(turns), keep_ratio)`` of them."""
+    def select(self, turns: Sequence[Turn], k: int, dialogue_id: str) -> list[int]:
+        """Indices of the ``k`` kept turns (any order; the transform sorts them). Raise
+        ``Unsupported`` when the selector cannot run here."""

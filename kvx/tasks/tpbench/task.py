@@ -1,0 +1,191 @@
+"""The TPBench tasks ``tpbench_p1``, ``tpbench_p2`` and ``tpbench_p3``: probe sets as kvx sources.
+
+A source is one probe example: the dialogue as ``[Tn] USER/SYSTEM`` turns (one segment per turn,
+after a ``Context:`` header segment), the Appendix A system prompt and question, and metadata the
+scorers, turn selectors and deletion transforms read (update turn, answer-bearing turns, matched
+deletion controls). ``seed`` draws the probe set (the paper's 42, 43, 44) and ``n_sources`` is the
+draw (the paper's 200); P2 keeps whatever survives its filters.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from kvx.errors import ConfigError
+from kvx.tasks import dialogue_corpora, dialogue_synthetic
+from kvx.tasks.base import CountTokens, Score, Segment, Source, Task
+from kvx.tasks.dialogue_corpora import Dialogue
+from kvx.tasks.tpbench import prompts, scoring, text
+from kvx.tasks.tpbench.probes import Counts, Example, build
+from kvx.tasks.tpbench.reply import parse_reply
+
+CORPORA = ("synthetic", "sgd", "multiwoz21")
+SPEAKERS = ("user", "system")
+
+
+@functools.lru_cache(maxsize=4)
+def dialogues(corpus: str, path: str | None, synthetic_dialogues: int) -> tuple[Dialogue, ...]:
+    """The corpus, read once per process (a real corpus from ``path``; the synthetic one generated)."""
+    if corpus == "synthetic":
+        return tuple(dialogue_synthetic.generate(synthetic_dialogues, seed=0))
+    return tuple(dialogue_corpora.load_corpus(corpus, str(path or "")))
+
+
+def to_source(example: Example, corpus: str, probe_set: str) -> Source:
+    turns = example.dialogue.turns
+    segments = [Segment("header", prompts.HEADER)] + [
+        Segment(f"T{i}", f"[T{i}] {t.speaker.upper()}: {t.text}", role=t.speaker) for i, t in enumerate(turns)
+    ]
+    slot = text.slot_phrase(example.slot) if example.slot else ""
+    if example.probe == "p1":
+        question, answers = prompts.p1(), [example.goal]
+    elif example.probe == "p2":
+        question, answers = prompts.p2(slot), [example.value]
+    else:
+        question, answers = prompts.p3(slot), [f"{text.goal_label(example.goal)}; {slot}: {example.value}"]
+    meta: dict[str, Any] = {
+        "probe": example.probe,
+        "corpus": corpus,
+        "dialogue_id": example.dialogue.id,
+        "origin": example.dialogue.origin,
+        "example_sha256": example.digest(),
+        "probe_set_sha256": probe_set,
+        "goal": example.goal,
+        "utterances": {f"T{i}": t.text for i, t in enumerate(turns)},
+    }
+    if example.probe != "p1":
+        meta.update(
+            slot=example.slot,
+            slot_phrase=slot,
+            value=example.value,
+            old_value=example.old_value,
+            previous=list(example.previous),
+            goal_label=text.goal_label(example.goal),
+            update_turn=f"T{example.update_turn}",
+            update_position=example.update_turn / max(1, len(turns) - 1),
+            answer_turns=[f"T{i}" for i in example.answer_turns],
+            deletions={k: None if v is None else [f"T{i}" for i in v] for k, v in example.deletions.items()},
+        )
+    return Source.from_segments(
+        segments,
+        "\n",
+        id=example.id,
+        question=question,
+        answers=answers,
+        metadata=meta,
+        system=prompts.SYSTEM,
+    )
+
+
+@dataclass
+class _TPBench(Task):
+    """Fields: ``corpus`` (synthetic, sgd, multiwoz21), ``path`` (the official files: a .json or
+    .json.gz file, a folder or a zip), ``synthetic_dialogues`` (size of the generated corpus),
+    ``first_fills`` (count a slot's first value as an update, not only revisions)."""
+
+    corpus: str = "synthetic"
+    path: str | None = None
+    synthetic_dialogues: int = 400
+    first_fills: bool = False
+
+    probe: ClassVar[str]
+    scorer_version: ClassVar[str] = "tpbench-1"
+    max_new_tokens: ClassVar[int] = 96  # Appendix A: P1/P2 96 output tokens, P3 128
+
+    def validate(self) -> None:
+        if self.corpus not in CORPORA:
+            raise ConfigError(f"task.corpus={self.corpus!r} is not one of {list(CORPORA)}")
+        if self.corpus == "synthetic":
+            if self.synthetic_dialogues < 1:
+                raise ConfigError(f"task.synthetic_dialogues={self.synthetic_dialogues} must be >= 1")
+            return
+        where = dialogue_corpora.PUBLIC[self.corpus]
+        if not self.path:
+            raise ConfigError(f"task.path is not set: give the {self.corpus} files (public data: {where})")
+        if not Path(self.path).exists():
+            raise ConfigError(f"task.path={self.path!r}: no such file or folder (public data: {where})")
+
+    def probe_set(self, n: int, seed: int) -> tuple[list[Example], Counts]:
+        args = (self.probe, self.corpus, self.path, self.synthetic_dialogues, self.first_fills)
+        return _probe_set(*args, n, seed)
+
+    def sources(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> list[Source]:
+        examples, _ = self.probe_set(n, seed)
+        digest = probe_set_digest(examples)
+        return [to_source(e, self.corpus, digest) for e in examples]
+
+    def manifest(self, n: int, seed: int) -> dict[str, Any]:
+        """What a run's split is made of: the corpus files, the construction counts, the set's hash."""
+        examples, counts = self.probe_set(n, seed)
+        corpus = dialogues(self.corpus, self.path, self.synthetic_dialogues)
+        return {
+            "probe": self.probe,
+            "corpus": self.corpus,
+            "files": sorted({d.origin for d in corpus}),
+            "dialogues": len(corpus),
+            "seed": seed,
+            "counts": counts,
+            "examples": len(examples),
+            "probe_set_sha256": probe_set_digest(examples),
+        }
+
+    def evaluate(self, answer: str, source: Source) -> Score:
+        meta = source.metadata
+        reply = parse_reply(answer)
+        if self.probe == "p1":
+            metrics = scoring.score_p1(reply, meta["goal"])
+        elif self.probe == "p2":
+            metrics = scoring.score_p2(reply, meta["value"], meta["previous"], self.corpus)
+        else:
+            metrics = scoring.score_p3(reply, meta["goal_label"], meta["value"], self.corpus)
+        kept = {s.id for s in source.parts() if s.role in SPEAKERS}
+        details = {
+            "value": reply.value,
+            "dialogue_id": meta["dialogue_id"],
+            "probe_set_sha256": meta["probe_set_sha256"],
+            "turns_kept": len(kept),
+            "turns_total": len(meta["utterances"]),
+            **scoring.retention(meta, kept, meta["utterances"]),
+        }
+        if self.probe != "p1":
+            details["update_position"] = meta["update_position"]
+            details["first_fill"] = not meta["old_value"]
+        return Score.of(metrics["strict"], reply.value.lower(), metrics=metrics, details=details)
+
+
+@functools.lru_cache(maxsize=32)
+def _probe_set(
+    probe: str, corpus: str, path: str | None, synthetic: int, first_fills: bool, n: int, seed: int
+) -> tuple[list[Example], Counts]:
+    return build(probe, dialogues(corpus, path, synthetic), corpus, n, seed, first_fills)
+
+
+def probe_set_digest(examples: list[Example]) -> str:
+    return hashlib.sha256(json.dumps([e.digest() for e in examples]).encode()).hexdigest()
+
+
+@dataclass
+class InitialGoal(_TPBench):
+    """P1: the user's initial goal (first sentence of the first user turn)."""
+
+    probe: ClassVar[str] = "p1"
+
+
+@dataclass
+class CurrentValue(_TPBench):
+    """P2: the current value of a slot after its final annotated update."""
+
+    probe: ClassVar[str] = "p2"
+
+
+@dataclass
+class GoalAndLateUpdate(_TPBench):
+    """P3: the initial goal and a late update in one ``task; slot: value`` answer."""
+
+    probe: ClassVar[str] = "p3"
+    max_new_tokens: ClassVar[int] = 128
