@@ -1,0 +1,112 @@
+"""Positional turn selectors (TPBench §5), the turn-selection and deletion transforms, and the
+dialogue tasks end to end on the tiny reader."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvx.errors import ConfigError
+from kvx.pipeline.transform import transform_source
+from kvx.tasks.tpbench.task import CurrentValue, InitialGoal
+from kvx.transforms.turns import DeleteTurns, selection
+from kvx.turn_selectors.base import Turn, keep_count
+from kvx.turn_selectors.positional import Earliest, FirstUserPlusRecent, RandomTurns, Recency, UniformStride
+
+TURNS = [Turn(i, "user" if i % 2 == 0 else "system", f"utterance {i}") for i in range(24)]
+
+
+def test_positional_selectors_by_hand():
+    assert Recency().select(TURNS[:10], 3, "d") == [7, 8, 9]
+    assert Earliest().select(TURNS[:10], 3, "d") == [0, 1, 2]
+    # n = 24, k = round(24 * 0.3) = 7: round(i * 24 / 7) for i < 7
+    assert keep_count(24, 0.3) == 7
+    assert UniformStride().select(TURNS, 7, "d") == [0, 3, 7, 10, 14, 17, 21]
+    assert FirstUserPlusRecent().select(TURNS[:10], 3, "d") == [0, 8, 9]
+    system_first = [Turn(i, "system" if i % 2 == 0 else "user", "x") for i in range(6)]
+    assert FirstUserPlusRecent().select(system_first, 2, "d") == [1, 5]
+    assert FirstUserPlusRecent().select(TURNS[:10], 1, "d") == [0]
+
+
+def test_random_turns_are_seeded_per_dialogue():
+    a = sorted(RandomTurns().select(TURNS, 7, "dialogue-a"))
+    assert a == sorted(RandomTurns().select(TURNS, 7, "dialogue-a"))
+    assert len(set(a)) == 7
+    assert a != sorted(RandomTurns().select(TURNS, 7, "dialogue-b"))
+    assert a != sorted(RandomTurns(seed=43).select(TURNS, 7, "dialogue-a"))
+
+
+def sources(cls=CurrentValue, n=6, seed=42):
+    return cls().sources(n, seed, 0, len)
+
+
+def test_turn_selection_keeps_the_header_and_whole_turns():
+    source = sources()[0]
+    n_turns = len(source.parts()) - 1
+    out = transform_source(selection("recency", Recency(), 0.3, True), "turns:recency", source)
+    kept = out.info["kept_segment_ids"]
+    k = keep_count(n_turns, 0.3)
+    assert kept == ["header"] + [f"T{i}" for i in range(n_turns - k, n_turns)]
+    assert out.source.context.startswith(f"Context:\n[T{n_turns - k}] ")
+    bare = transform_source(selection("recency", Recency(), 0.3, False), "turns:recency", source)
+    assert "[T" not in bare.source.context
+    assert bare.source.context.splitlines()[1] == source.metadata["utterances"][f"T{n_turns - k}"]
+
+
+def test_turn_fraction_is_checked():
+    with pytest.raises(ConfigError, match="turn_fraction"):
+        selection("recency", Recency(), 0.0, True).validate()
+    with pytest.raises(ConfigError, match="turn_fraction"):
+        selection("recency", Recency(), 1.5, True).validate()
+
+
+def test_scorer_sees_what_the_reader_saw():
+    task = CurrentValue()
+    source = sources()[0]
+    meta = source.metadata
+    update = meta["update_turn"]
+    answer = f'{{"value": "{meta["value"]}", "support": "", "abstain": false}}'
+    full = task.evaluate(answer, source)
+    assert full.correct and full.details["update_kept"] and full.details["answer_retained"]
+    dropped = transform_source(DeleteTurns("answers"), "delete_turns", source).source
+    assert update not in [s.id for s in dropped.parts()]
+    score = task.evaluate(answer, dropped)
+    assert score.correct  # reading is scored as is; retention is reported next to it
+    assert not score.details["update_kept"] and not score.details["answer_retained"]
+    assert score.details["turns_kept"] == full.details["turns_kept"] - len(meta["deletions"]["answers"])
+
+
+def test_deletions_follow_the_matched_controls():
+    source = sources()[0]
+    for which in ("update", "update_control", "answers", "answers_control"):
+        kept = {s.id for s in transform_source(DeleteTurns(which), "delete_turns", source).source.parts()}
+        assert kept.isdisjoint(source.metadata["deletions"][which])
+        assert len(kept) == len(source.parts()) - len(source.metadata["deletions"][which])
+    with pytest.raises(ConfigError, match="transform.which"):
+        DeleteTurns("everything").validate()
+
+
+def test_tasks_validate_before_any_model(tmp_path):
+    with pytest.raises(ConfigError, match="task.path is not set.*github.com/google-research-datasets"):
+        CurrentValue(corpus="sgd").validate()
+    with pytest.raises(ConfigError, match="no such file"):
+        CurrentValue(corpus="multiwoz21", path=str(tmp_path / "missing.zip")).validate()
+    with pytest.raises(ConfigError, match="task.corpus"):
+        CurrentValue(corpus="woz").validate()
+    InitialGoal().validate()
+
+
+def test_manifest_reports_files_counts_and_hash():
+    m = CurrentValue().manifest(200, 42)
+    assert m["files"] == ["synthetic(seed=0)"] and m["counts"]["drawn"] == 200
+    assert m["examples"] == m["counts"]["occurs"] == len(sources(n=200))
+    assert m["probe_set_sha256"] != CurrentValue().manifest(200, 43)["probe_set_sha256"]
+    assert {s.metadata["probe_set_sha256"] for s in sources(n=200)} == {m["probe_set_sha256"]}
+
+
+@pytest.mark.parametrize("probe", [InitialGoal, CurrentValue])
+def test_sources_carry_appendix_a_prompts(probe):
+    source = sources(probe)[0]
+    assert source.system.startswith("You are reading a conversation that may be partial or compressed.")
+    assert source.context.startswith("Context:\n[T0] USER: ")
+    assert source.question.startswith("\n\nQuestion: ")
+    assert source.question.endswith("Reply with only the JSON object.")
