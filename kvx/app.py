@@ -94,7 +94,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
     chash = digest({"cell": identity.id, "diagnostics": diagnostics})
     client, exp_id = tracking.ensure_experiment(cfg)
     reader_label = reader_cfg.label(names["reader"])
-    name = f"{cell.task_name}|{reader_label}|{cell.press_name}@{identity.setting.label()}|seed={cell.seed}"
+    name = f"{cell.task_name}|{reader_label}|{cell.label()}|seed={cell.seed}"
     parent = _parent_run_id()
     done = tracking.finished_run_with(client, exp_id, tracking.CELL_ID, identity.id)
     stale = None
@@ -137,6 +137,9 @@ def run(cfg: DictConfig) -> dict[str, float]:
         metrics = cell_metrics(records)
         metrics["controls_computed"] = eng.controls.computed - before
         _log_cell(client, run_id, cfg, records, metrics)
+        manifest = cell.task.manifest(cell.n_sources, cell.seed)
+        if manifest is not None:
+            client.log_dict(run_id, manifest, "task_manifest.json")
         control_name = f"{cell.task_name}|{reader.label}|FullCache"
         _log_control(client, exp_id, identity.split, parent, control_name, records)
         client.set_terminated(run_id, "FINISHED")

@@ -70,6 +70,29 @@ def _flag(value: Any) -> float:
     return float(value) if isinstance(value, bool) else NAN
 
 
+def _detail(value: Any) -> Any:
+    """An answer detail as a row value: booleans as 0/1, numbers as floats, strings as they are;
+    anything else (lists, mappings, null) is NaN."""
+    if isinstance(value, bool):
+        return float(value)
+    return value if isinstance(value, str) else _number(value)
+
+
+def _transform_fields(record: dict[str, Any]) -> dict[str, Any]:
+    """The text transform of the record's cell: its name (``turns:<selector>``, ``delete_turns``,
+    ``none``), the turn fraction kept by a turn selector and the deletion of ``delete_turns``."""
+    flat = record["cell"].get("fields") or {}
+    name = flat.get("transform") or (record.get("transform") or {}).get("name") or "none"
+    fraction = flat.get("transform.fraction") if str(name).startswith("turns:") else None
+    which = flat.get("transform.which") if name == "delete_turns" else None
+    return {
+        "transform": str(name),
+        "turn_fraction": _number(fraction),
+        "deletion": "" if which is None else str(which),
+        "corpus": str(flat.get("task.corpus") or ""),
+    }
+
+
 def project(
     record: dict[str, Any],
     origin: str,
@@ -119,9 +142,12 @@ def project(
             if declared.setdefault((diag, value), direction) != direction:
                 conflicts.add((diag, value))
             row[f"{diag}.{value}"] = _number(result.get("values", {}).get(value)) if ok else NAN
-    for prefix, answer in (("full_m.", full), ("comp_m.", comp)):
+    row.update(_transform_fields(record))
+    for prefix, answer in (("full_", full), ("comp_", comp)):
         for name, value in (answer.get("metrics") or {}).items():
-            row[prefix + name] = _number(value)
+            row[f"{prefix}m.{name}"] = _number(value)
+        for name, value in (answer.get("details") or {}).items():
+            row[f"{prefix}d.{name}"] = _detail(value)
     iv = diags.get("intervention") or {}
     iv_ok = iv.get("status") in VALID
     for name in INTERVENTION_FIELDS:

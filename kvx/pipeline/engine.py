@@ -25,7 +25,7 @@ from kvx.diagnostics.base import Diagnostic
 from kvx.diagnostics.context import DiagnosticContext
 from kvx.errors import ConfigError, Unsupported
 from kvx.generation import Generation
-from kvx.identity import CellIdentity, SettingSpec, component
+from kvx.identity import CellIdentity, SettingSpec, component, fields_of
 from kvx.lru import ByteLRU
 from kvx.pipeline.compress import Caches, CompressedRun, compress
 from kvx.pipeline.decode import decode_compressed, decode_control
@@ -64,6 +64,14 @@ class Cell:
 
     def spec(self) -> SettingSpec:
         return self.compressor.setting_spec(self.ratio, self.budget_tokens)
+
+    def label(self) -> str:
+        """How logs and run names show the cell: ``snapkv@0.5``, ``turns:recency[fraction=0.3]+none@-``."""
+        compressor = f"{self.press_name}@{self.spec().label()}"
+        if self.transform.identity:
+            return compressor
+        shown = ",".join(f"{k}={v}" for k, v in fields_of(self.transform).items() if k != "options")
+        return f"{self.transform_name}[{shown}]+{compressor}"
 
     def identity(self, reader: dict) -> CellIdentity:
         """This cell's identity on a reader (``LoadedReader.identity`` or ``reader_identity``)."""
@@ -154,7 +162,7 @@ class Engine:
             "versions": versions(),
             "contrast": dict(type(cell.task).contrast) or None,
         }
-        label = f"{cell.press_name}@{identity.setting.label()}"
+        label = cell.label()
         # key = task/<source>/reader@revision/compressor/setting/seed/cell id: unique per source and cell
         tail = "/".join(
             [f"{base['reader']}@{reader.revision}", cell.press_name, _setting_key(identity.setting)]

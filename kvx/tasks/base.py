@@ -132,5 +132,10 @@ class Task(ABC):
     #: shows each pair side by side with the share each keeps relative to FullCache
     contrast: ClassVar[dict[str, str]] = {}
 
+    def manifest(self, n: int, seed: int) -> dict[str, Any] | None:
+        """What the split is made of (files read, construction counts, hashes), logged with each run;
+        None for tasks with nothing to add."""
+        return None
+
     def validate(self) -> None:  # noqa: B027 - optional hook, most tasks have nothing to check
         """Raise ``kvx.errors.ConfigError`` for a setting that cannot run, before any model loads."""

