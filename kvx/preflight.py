@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from kvx.checks import check_bool, check_int, check_number, check_optional_int, check_ratio
+from kvx.checks import check_bool, check_int, check_optional_int, check_ratio
 from kvx.config import GROUPS, instantiate, register_configs
 from kvx.errors import ConfigError
 from kvx.registry import registry
@@ -131,9 +131,8 @@ def check_turn_selection(cfg: DictConfig, plugins: dict[str, Any]) -> None:
         return
     if fraction is None:
         raise ConfigError("turn_selector needs turn_fraction=<fraction of turns kept, in (0, 1]>")
-    check_number("turn_fraction", fraction, 0.0, 1.0)
-    if fraction == 0:
-        raise ConfigError("turn_fraction=0 keeps no turn: use a fraction in (0, 1]")
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+        raise ConfigError(f"turn_fraction={fraction!r} must be a number in (0, 1]: the share of turns kept")
     check_bool("turn_markers", cfg.get("turn_markers", True))
     transform = plugins.get("transform")
     if transform is not None and not getattr(transform, "identity", False):

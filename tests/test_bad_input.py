@@ -64,6 +64,13 @@ def _fails(tmp_path: Path, start_s: float, args: list[str], expected: str, **env
         (["budget_tokens=0"], "budget_tokens=0"),
         (["budget_tokens=abc"], "budget_tokens='abc'"),
         (["ratio=1.5"], "ratio=1.5"),
+        (["task=tpbench_p2", "turn_selector=recency"], "turn_selector needs turn_fraction"),
+        (["task=tpbench_p2", "turn_fraction=0.3"], "turn_selector=none"),
+        (["task=tpbench_p2", "turn_selector=recency", "turn_fraction=0"], "turn_fraction=0 "),
+        (["task=tpbench_p2", "turn_selector=mmr", "turn_fraction=0.3", "turn_selector.lam=2"], "lam=2"),
+        (["task=tpbench_p2", "task.corpus=sgd"], "task.path is not set"),
+        (["task=tpbench_p2", "task.corpus=multiwoz21", "task.path=/nope"], "task.path='/nope'"),
+        (["task=tpbench_p2", "transform=delete_turns", "transform.which=all"], "transform.which='all'"),
         (["-m", "press=snapkv", "press.window_size=16,-1"], "press.window_size=-1"),
         (["press=snapkv", "press.window_size=16,32"], "add -m"),
     ],
@@ -84,6 +91,7 @@ def test_unknown_key_lists_the_valid_ones(tmp_path: Path, start_s: float, arg: s
         ("press=snapkvv", "Did you mean 'snapkv'"),
         ("diagnostics=[bogus]", "Unknown diagnostic 'bogus'"),
         ("diagnostics=[coverag]", "Did you mean 'coverage'"),
+        ("turn_selector=recncy", "Did you mean 'recency'"),
     ],
 )
 def test_unknown_name(tmp_path: Path, start_s: float, arg: str, expected: str) -> None:
