@@ -46,7 +46,8 @@ def main() -> None:
         "diagnostics=[]",
         "progress=false",
     ]
-    selectors = run([*common, f"turn_selector={','.join(SELECTORS)}", "turn_fraction=0.3", "press=none"], args.workdir)
+    turn_args = [f"turn_selector={','.join(SELECTORS)}", "turn_fraction=0.3", "press=none"]
+    selectors = run([*common, *turn_args], args.workdir)
     presses = run([*common, f"press={','.join(PRESSES)}", "ratio=0.7"], args.workdir)
     records = []
     for path in (args.workdir / "outputs" / "mlartifacts").rglob("records.jsonl"):

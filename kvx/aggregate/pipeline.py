@@ -23,6 +23,7 @@ from kvx.aggregate.problems import Problem
 from kvx.aggregate.rows import with_ids
 from kvx.aggregate.separation import separation
 from kvx.aggregate.sources import CONTROL_SUFFIX, Batch, Source
+from kvx.aggregate.tpbench import tpbench_tables
 from kvx.aggregate.validation import Validated, check_batch, cross_check
 
 PROBLEM_COLUMNS = ["check", "severity", "run", "key", "message"]
@@ -81,6 +82,7 @@ def analyse(source: Source, options: Options) -> Result:
         tables["separation"] = separation(rows, metrics, options.n_boot, options.seed)
         tables["intervention"] = intervention(rows, options.n_boot, options.seed)
         tables["contrast"] = contrast(rows, validated.contrasts)
+        tables.update(tpbench_tables(rows, options.n_boot, options.seed, validated.cells))  # none without
         audited = audit(rows, options.pairs, options.n_splits, options.n_boot, options.seed)
         tables["audit_readers"], tables["audit_pairs"], tables["audit_panel"] = (
             audited.readers,

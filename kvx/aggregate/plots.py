@@ -32,6 +32,7 @@ __all__ = [
     "order_settings",
     "plot_all",
     "reader_scaling",
+    "tpbench_rank_change",
 ]
 
 DPI = 150
@@ -203,6 +204,60 @@ def contrast_plot(contrast: pd.DataFrame, out: Path) -> list[Path]:
 
 
 _LINE_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
+_RANK_COLUMNS = (
+    ("P1-strict", "p1_strict_rank"),
+    ("P1-loose", "p1_loose_rank"),
+    ("P2-strict", "p2_strict_rank"),
+)
+
+
+def tpbench_rank_change(ranks: pd.DataFrame, out: Path) -> list[Path]:
+    """TPBench Figure 2 per reader x budget, one panel per corpus: each method's rank under P1-strict,
+    P1-loose and P2-strict (1 = best at the top, ties averaged), among the methods both probes share.
+
+    Solid lines are position-only turn selectors, dashed the others; a line falling steeply into
+    P2-strict marks a method that keeps the opening of the dialogue but loses the revision.
+    """
+    if ranks.empty:
+        return []
+    paths = []
+    for (reader, budget), group in _groups(ranks, ["reader", "budget"]):
+        panels = list(_groups(group, ["corpus", "p1_task", "p2_task"]))
+        most = max(len(panel) for _, panel in panels)
+        methods = sorted(group["method"].astype(str).unique())  # one color per method in every panel
+        colors = {m: _LINE_COLORS[i % len(_LINE_COLORS)] for i, m in enumerate(methods)}
+        fig, axes = _figure(5.2 * len(panels), 0.42 * most + 2.0, ncols=len(panels))
+        for ax, ((corpus, p1_task, p2_task), panel) in zip(axes, panels, strict=True):
+            _rank_lines(ax, panel, colors)
+            ax.set_title(f"{corpus or 'corpus N/A'}\n{p1_task} vs {p2_task}", fontsize=9)
+        fig.suptitle(
+            f"TPBench rank changes · {reader} · {budget} (solid: position-only selectors)", fontsize=10
+        )
+        paths.append(_save(fig, out / f"{_slug('tpbench_rank_change', reader, budget)}.png"))
+    return paths
+
+
+def _rank_lines(ax: Axes, panel: pd.DataFrame, colors: Mapping[str, str]) -> None:
+    """One line per method; methods tied at the last column share one label there."""
+    xs = np.arange(len(_RANK_COLUMNS))
+    ends: dict[float, list[str]] = {}
+    for row in panel.itertuples(index=False):
+        ys = [float(getattr(row, column)) for _, column in _RANK_COLUMNS]
+        style = "-" if row.kind == "position" else "--"
+        ax.plot(xs, ys, style, marker="o", color=colors[str(row.method)], label=str(row.method))
+        ends.setdefault(ys[-1], []).append(str(row.method))
+    for y, names in ends.items():
+        ax.annotate(
+            ", ".join(names), (xs[-1], y), xytext=(8, 0), textcoords="offset points", va="center", fontsize=7
+        )
+    n = len(panel)
+    ax.set_xticks(xs, labels=[label for label, _ in _RANK_COLUMNS])
+    ax.set_yticks(np.arange(1, n + 1))
+    ax.set_ylim(n + 0.5, 0.5)
+    ax.set_xlim(-0.3, len(xs) - 0.4)
+    ax.set_ylabel("rank (1 = best)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, frameon=False)
 
 
 PLOTS: dict[str, tuple[str, Callable[[pd.DataFrame, Path], list[Path]]]] = {
@@ -213,11 +268,20 @@ PLOTS: dict[str, tuple[str, Callable[[pd.DataFrame, Path], list[Path]]]] = {
     "reader_scaling": ("audit_readers", reader_scaling),
     "contrast_plot": ("contrast", contrast_plot),
 }
+#: figures of one benchmark's analyses, drawn only when the analysis produced their frame
+OPTIONAL_PLOTS: dict[str, tuple[str, Callable[[pd.DataFrame, Path], list[Path]]]] = {
+    "tpbench_rank_change": ("tpbench_rank_change", tpbench_rank_change),
+}
 
 
 def plot_all(tables: Mapping[str, pd.DataFrame], out: Path) -> dict[str, list[Path]]:
-    """Every figure the report embeds, keyed as ``report.write_html`` expects; absent frames plot nothing."""
-    return {key: plot(tables.get(frame, pd.DataFrame()), out) for key, (frame, plot) in PLOTS.items()}
+    """Every figure the report embeds, keyed as ``report.write_html`` expects; absent frames plot nothing
+    (and an optional figure whose frame is absent has no key)."""
+    figures = {key: plot(tables.get(frame, pd.DataFrame()), out) for key, (frame, plot) in PLOTS.items()}
+    figures |= {
+        key: plot(tables[frame], out) for key, (frame, plot) in OPTIONAL_PLOTS.items() if frame in tables
+    }
+    return figures
 
 
 # --- grouping and labels -------------------------------------------------------------------------

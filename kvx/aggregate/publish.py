@@ -19,7 +19,7 @@ TITLE = "kvx aggregate report"
 def publish(
     result: Result, source: Source, out: Path, plots: bool, log_uri: str | None, options: Options
 ) -> Path:
-    from kvx.aggregate.report import write_html, write_tables
+    from kvx.aggregate.report import write_html, write_section_markdown, write_tables
 
     out.mkdir(parents=True, exist_ok=True)
     write_tables(result.tables, out)
@@ -28,6 +28,7 @@ def publish(
         from kvx.aggregate.plots import plot_all
 
         figures = plot_all(result.tables, out)
+    write_section_markdown(result.tables, figures, out)
     errors = sum(p.severity == "error" for p in result.problems)
     meta = {
         **source.description,

@@ -20,7 +20,15 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import is_bool_dtype, is_integer_dtype, is_numeric_dtype
 
-__all__ = ["SECTIONS", "Section", "markdown_table", "write_html", "write_tables"]
+__all__ = [
+    "OPTIONAL_SECTIONS",
+    "SECTIONS",
+    "Section",
+    "markdown_table",
+    "write_html",
+    "write_section_markdown",
+    "write_tables",
+]
 
 NA = "N/A"
 MAX_HTML_ROWS = 2000  # the CSV always holds every row; this keeps report.html openable
@@ -143,6 +151,47 @@ SECTIONS: tuple[Section, ...] = (
     ),
 )
 
+#: sections of one benchmark's analyses: shown (and written as ``<anchor>.md``) only when the
+#: analysis produced any of their tables or figures, absent from the report otherwise
+OPTIONAL_SECTIONS: tuple[Section, ...] = (
+    Section(
+        "tpbench",
+        "TPBench probes",
+        "P1 asks for the user's initial goal, P2 for a slot's current value, P3 for both in one answer. A "
+        "method is a turn selector, a turn deletion (delete:<which>) or a KV press; its budget is the turn "
+        "fraction kept ('turns r') or the cache fraction kept ('cache r' = 1 − kvpress ratio): different "
+        "units, never merged or ranked together. Full context is built once per source from the "
+        "uncompressed controls. Scores are over supported answers (n); unsupported and errored answers are "
+        "counted (n_unsupported, n_error), never scored. _accuracy pools every answer; _seed_mean and "
+        "_seed_sd are the mean and sample sd of the per-seed accuracies (probe seeds); _ci_low/_ci_high a "
+        "95% percentile interval from resampling dialogues, pooled across seeds. parse_failure_rate = 1 − "
+        "parsed; superseded_rate (P2) = answers giving the value the user replaced; update_kept_rate = "
+        "answers whose context kept the update turn. Rankings order methods within probe, corpus, reader "
+        "and budget by seed-mean accuracy (1 = best, ties averaged). Spearman rho compares P1-strict (and "
+        "P1-loose) with P2-strict over the methods present in both probes at the same budget (its budget "
+        "column); the figure draws those ranks, solid lines for position-only selectors. Retention is the "
+        "share of answers whose reference (P1: the first-turn sentence; P2/P3: the complete current value) "
+        "survives in the compressed dialogue, with accuracy on the retained and the not-retained answers, "
+        "pooled over seeds: each method is scored on the subset it kept, so these are no ranking. Deletions "
+        "pair each evidence deletion with its matched control on the same sources (matched = 'k of n': k of "
+        "the n sources the deletion scored have a scored control); b = control right and deletion wrong, "
+        "c = the reverse, exact McNemar p (strict); the _fc columns repeat it among answers full context "
+        "got right.",
+        ("tpbench_rank_change",),
+        (
+            "tpbench_p1",
+            "tpbench_p2",
+            "tpbench_p3",
+            "tpbench_rankings",
+            "tpbench_spearman",
+            "tpbench_rank_change",
+            "tpbench_retention",
+            "tpbench_deletion",
+        ),
+        "no TPBench records in the selected runs",
+    ),
+)
+
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem auto;
 max-width:1200px;padding:0 1rem;color:#222;line-height:1.45}
@@ -200,9 +249,10 @@ def write_html(
     Tables link to their CSV files in ``out`` by relative href when those files exist.
     """
     out.mkdir(parents=True, exist_ok=True)
-    shown = {name for section in SECTIONS for name in section.tables} | {"problems"}
+    sections = (*SECTIONS, *(s for s in OPTIONAL_SECTIONS if _has_content(s, tables, figures)))
+    shown = {name for section in (*SECTIONS, *OPTIONAL_SECTIONS) for name in section.tables} | {"problems"}
     extra = {name: frame for name, frame in tables.items() if name not in shown}
-    toc = [("validation", "Validation"), *((s.anchor, s.heading) for s in SECTIONS)]
+    toc = [("validation", "Validation"), *((s.anchor, s.heading) for s in sections)]
     if extra:
         toc.append(("other", "Other tables"))
     body = [
@@ -210,7 +260,7 @@ def write_html(
         _meta_html(meta),
         _toc_html(toc),
         _validation_html(tables.get("problems", pd.DataFrame()), out),
-        *(_section_html(s, tables, figures, out) for s in SECTIONS),
+        *(_section_html(s, tables, figures, out) for s in sections),
     ]
     if extra:
         body.append(_other_html(extra, out))
@@ -223,6 +273,34 @@ def write_html(
     path = out / "report.html"
     path.write_text(document, encoding="utf-8")
     return path
+
+
+def write_section_markdown(
+    tables: Mapping[str, pd.DataFrame], figures: Mapping[str, Sequence[Path]], out: Path
+) -> list[Path]:
+    """Write ``<anchor>.md`` for every optional section with content: its heading, explanation,
+    figures (relative links) and tables in display formatting, readable without the HTML report."""
+    written = []
+    for section in OPTIONAL_SECTIONS:
+        if not _has_content(section, tables, figures):
+            continue
+        parts = [f"# {section.heading}\n", f"{section.explanation}\n"]
+        for key in section.figures:
+            parts.extend(f"![{path.stem}]({quote(path.name)})\n" for path in figures.get(key, ()))
+        for name in section.tables:
+            if name in tables:
+                parts.append(f"## {name}\n\n" + markdown_table(tables[name]))
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / f"{section.anchor}.md"
+        path.write_text("\n".join(parts), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def _has_content(
+    section: Section, tables: Mapping[str, pd.DataFrame], figures: Mapping[str, Sequence[Path]]
+) -> bool:
+    return any(name in tables for name in section.tables) or any(figures.get(k) for k in section.figures)
 
 
 def _integral_counts(frame: pd.DataFrame) -> pd.DataFrame:

@@ -153,8 +153,12 @@ class _TPBench(Task):
             **scoring.retention(meta, kept, meta["utterances"]),
         }
         if self.probe != "p1":
-            details["update_position"] = meta["update_position"]
-            details["first_fill"] = not meta["old_value"]
+            details.update(
+                update_turn=meta["update_turn"],
+                answer_turns=meta["answer_turns"],
+                update_position=meta["update_position"],
+                first_fill=not meta["old_value"],
+            )
         return Score.of(metrics["strict"], reply.value.lower(), metrics=metrics, details=details)
 
 
