@@ -25,7 +25,9 @@ PRESSES = ("snapkv", "streaming_llm")
 
 def run(args: list[str], cwd: Path) -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "kvx", "-m", *args], cwd=cwd, check=True, capture_output=True)
+    done = subprocess.run([sys.executable, "-m", "kvx", "-m", *args], cwd=cwd, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"kvx failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return time.perf_counter() - started
 
 

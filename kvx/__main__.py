@@ -34,7 +34,7 @@ def _hydra_main(cfg: DictConfig) -> dict[str, float]:
 
 def main() -> None:
     try:
-        prepare(sys.argv[1:], conf_dir())
+        sys.argv[1:] = prepare(sys.argv[1:], conf_dir())
     except (RegistryError, ConfigError) as exc:
         print("kvx: " + " ".join(str(exc).split()), file=sys.stderr)
         sys.exit(2)

@@ -33,14 +33,15 @@ REMOTE = ("http", "https", "databricks", "databricks-uc", "uc")
 NO_RUN = ("help", "hydra_help", "cfg", "info", "shell_completion", "experimental_rerun")
 
 
-def prepare(argv: Sequence[str], config_dir: str) -> None:
-    """Register the config nodes ``argv`` needs and, when it runs jobs, check every one of them."""
+def prepare(argv: Sequence[str], config_dir: str) -> list[str]:
+    """Register the config nodes ``argv`` needs and, when it runs jobs, check every one of them;
+    return the command line Hydra should get (``for_swept_groups``)."""
     from hydra._internal.utils import get_args_parser
 
     args = get_args_parser().parse_args(list(argv))
     if args.help or args.hydra_help:
         register_configs()  # every option, listed once
-        return
+        return list(argv)
     if args.config_path:
         config_dir = str(Path(config_dir).parent / args.config_path)
     config_name = args.config_name or "config"
@@ -57,8 +58,24 @@ def prepare(argv: Sequence[str], config_dir: str) -> None:
             wanted[group] |= set(registry(kind).names())
     register_configs(wanted)
     if any(getattr(args, flag) for flag in NO_RUN) or args.config_dir:
-        return  # nothing runs, or the config comes from a folder the compose below does not search
+        return list(argv)  # nothing runs, or the config comes from a folder the compose below does not search
     check_jobs(config_dir, config_name, jobs)
+    return for_swept_groups(list(argv), overrides)
+
+
+def for_swept_groups(argv: list[str], overrides: Sequence[Any]) -> list[str]:
+    """``task=tpbench_p1,tpbench_p2 task.corpus=sgd``: Hydra composes a multirun's primary config
+    with the group's default option, where ``task.corpus`` does not exist, and fails before any job.
+    Every job was composed and checked above, so a field of a swept group is passed as ``++`` (set
+    where it exists, added to the primary config where it does not)."""
+    swept = {o.key_or_group for o in overrides if o.is_sweep_override() and o.key_or_group in GROUPS}
+    lines = {o.input_line for o in overrides if not o.is_sweep_override() or o.key_or_group not in GROUPS}
+    fields = {
+        o.input_line
+        for o in overrides
+        if o.input_line in lines and "." in o.key_or_group and o.key_or_group.split(".", 1)[0] in swept
+    }
+    return [f"++{a.lstrip('+')}" if a in fields else a for a in argv]
 
 
 def check_jobs(config_dir: str, config_name: str, jobs: Sequence[list[str]]) -> None:

@@ -72,3 +72,28 @@ def test_expand_is_the_basic_sweepers_grid() -> None:
     assert len(jobs) == 4 and jobs[0] == ["press=snapkv", "ratio=0.25", "seed=1"]
     with pytest.raises(ConfigError, match="add -m"):
         list(expand(_parse(["ratio=0.25,0.5"]), multirun=False))
+
+
+def test_fields_of_a_swept_group_reach_hydra_as_upserts():
+    from kvx.preflight import _parse, for_swept_groups
+
+    argv = [
+        "task=tpbench_p1,tpbench_p2",
+        "task.corpus=sgd",
+        "+task.path=/d",
+        "press=snapkv",
+        "press.window_size=8",
+    ]
+    out = for_swept_groups(argv, _parse(argv))
+    # the swept task's fields are upserts; the unswept press's field stays a plain override
+    assert out == [
+        "task=tpbench_p1,tpbench_p2",
+        "++task.corpus=sgd",
+        "++task.path=/d",
+        "press=snapkv",
+        "press.window_size=8",
+    ]
+    assert for_swept_groups(["ratio=0.1,0.2", "task.x=1"], _parse(["ratio=0.1,0.2", "task.x=1"])) == [
+        "ratio=0.1,0.2",
+        "task.x=1",
+    ]
