@@ -110,3 +110,14 @@ def test_sources_carry_appendix_a_prompts(probe):
     assert source.context.startswith("Context:\n[T0] USER: ")
     assert source.question.startswith("\n\nQuestion: ")
     assert source.question.endswith("Reply with only the JSON object.")
+
+
+def test_plain_text_replies_score_zero_but_get_a_lenient_score():
+    task = InitialGoal()
+    source = sources(InitialGoal)[0]
+    goal = source.metadata["goal"]
+    plain = task.evaluate(f"The user's initial goal was: {goal}", source)
+    assert plain.metrics["parsed"] == 0.0 and plain.value == 0.0  # the paper's rule: no JSON, no answer
+    assert plain.metrics["lenient_strict"] == 1.0  # the same rule on the raw text
+    parsed = task.evaluate(f'{{"value": "{goal}", "abstain": false}}', source)
+    assert parsed.metrics["strict"] == parsed.metrics["lenient_strict"] == 1.0

@@ -252,6 +252,8 @@ def _summary(group: pd.DataFrame, probe: str, n_boot: int, seed: int) -> dict[st
         out[column] = _mean(scored, f"m.{metric}")
     out["abstain_rate"] = _mean(scored, "m.abstain")
     out["parse_failure_rate"] = 1.0 - _mean(scored, "m.parsed")
+    for metric in _HEADLINE:  # the same rules on the raw text: a reader that ignores the JSON format
+        out[f"lenient_{metric}_accuracy"] = _mean(scored, f"m.lenient_{metric}")
     if probe != "P1":
         out["update_kept_rate"] = _mean(scored, "d.update_kept")
     return out
@@ -280,7 +282,8 @@ def accuracy(tp: pd.DataFrame, probe: str, n_boot: int, seed: int) -> pd.DataFra
     for metric in _HEADLINE:
         columns += [f"{metric}_accuracy{s}" for s in ("", "_seed_mean", "_seed_sd", "_ci_low", "_ci_high")]
     columns += [column for _, column in EXTRA_SCORES[probe]]
-    columns += ["abstain_rate", "parse_failure_rate"] + ([] if probe == "P1" else ["update_kept_rate"])
+    columns += ["abstain_rate", "parse_failure_rate", "lenient_strict_accuracy", "lenient_loose_accuracy"]
+    columns += [] if probe == "P1" else ["update_kept_rate"]
     part = tp[tp["probe"] == probe] if not tp.empty else tp
     if part.empty:
         return pd.DataFrame(columns=columns)

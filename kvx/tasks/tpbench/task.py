@@ -22,7 +22,7 @@ from kvx.tasks.base import CountTokens, Score, Segment, Source, Task
 from kvx.tasks.dialogue_corpora import Dialogue
 from kvx.tasks.tpbench import prompts, scoring, text
 from kvx.tasks.tpbench.probes import Counts, Example, build
-from kvx.tasks.tpbench.reply import parse_reply
+from kvx.tasks.tpbench.reply import Reply, parse_reply
 
 CORPORA = ("synthetic", "sgd", "multiwoz21")
 SPEAKERS = ("user", "system")
@@ -94,7 +94,7 @@ class _TPBench(Task):
     first_fills: bool = False
 
     probe: ClassVar[str]
-    scorer_version: ClassVar[str] = "tpbench-1"
+    scorer_version: ClassVar[str] = "tpbench-2"
     max_new_tokens: ClassVar[int] = 96  # Appendix A: P1/P2 96 output tokens, P3 128
 
     def validate(self) -> None:
@@ -134,15 +134,22 @@ class _TPBench(Task):
             "probe_set_sha256": probe_set_digest(examples),
         }
 
+    def _score(self, reply: Reply, meta: dict[str, Any]) -> dict[str, float]:
+        if self.probe == "p1":
+            return scoring.score_p1(reply, meta["goal"])
+        if self.probe == "p2":
+            return scoring.score_p2(reply, meta["value"], meta["previous"], self.corpus)
+        return scoring.score_p3(reply, meta["goal_label"], meta["value"], self.corpus)
+
     def evaluate(self, answer: str, source: Source) -> Score:
         meta = source.metadata
         reply = parse_reply(answer)
-        if self.probe == "p1":
-            metrics = scoring.score_p1(reply, meta["goal"])
-        elif self.probe == "p2":
-            metrics = scoring.score_p2(reply, meta["value"], meta["previous"], self.corpus)
-        else:
-            metrics = scoring.score_p3(reply, meta["goal_label"], meta["value"], self.corpus)
+        metrics = self._score(reply, meta)
+        # sensitivity for readers that ignore the JSON format (small models): the same rule on the
+        # raw reply text; the paper's scores above stay primary
+        text = reply if reply.parsed else Reply(answer.strip(), "", not answer.strip(), False)
+        lenient = self._score(text, meta)
+        metrics.update(lenient_strict=lenient["strict"], lenient_loose=lenient["loose"])
         kept = {s.id for s in source.parts() if s.role in SPEAKERS}
         details = {
             "value": reply.value,
