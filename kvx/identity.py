@@ -20,6 +20,9 @@ from typing import Any
 SHOWN = ("task", "reader", "press", "setting.kind", "setting.value", "seed")
 #: flat-field prefixes that name a plugin: their fields are compared within one plugin only
 PLUGINS = ("task", "reader", "transform", "press")
+#: split fields whose defaults come from the task: compared within one task (P2's 96 decoding
+#: tokens next to P3's 128 is not a max_new_tokens sweep)
+TASK_SCOPED = ("n_sources", "context_tokens", "max_new_tokens")
 
 
 def digest(payload: Any, length: int = 16) -> str:
@@ -143,7 +146,8 @@ def _scalar(value: Any) -> Any:
 def varying(cells: dict[str, dict[str, Any]]) -> list[str]:
     """Flat fields whose value differs between the given cells (id -> flat fields), in a stable
     order; fields the matrix already shows are left out. A plugin's field (``press.window_size``)
-    varies only between cells of that same plugin: SnapKV next to TOVA is not a window sweep."""
+    varies only between cells of that same plugin: SnapKV next to TOVA is not a window sweep; split
+    sizes and decoding budgets vary only within one task."""
     keys: list[str] = []
     for flat in cells.values():
         keys.extend(k for k in flat if k not in keys)
@@ -151,7 +155,7 @@ def varying(cells: dict[str, dict[str, Any]]) -> list[str]:
     for key in keys:
         if key in SHOWN:
             continue
-        owner = key.split(".", 1)[0] if "." in key else ""
+        owner = key.split(".", 1)[0] if "." in key else ("task" if key in TASK_SCOPED else "")
         scoped = owner in PLUGINS
         groups: dict[str, set[str]] = {}
         for flat in cells.values():

@@ -326,3 +326,10 @@ def test_coverage_reports_each_segments_retained_share(tiny, engine):
         assert set(shares) == {"p0", "p1", "p2"} and all(0 <= v <= 1 for v in shares.values())
         # TOVA keeps half of every layer: the segments' shares average to about half
         assert sum(shares.values()) / 3 == pytest.approx(0.5, abs=0.05)
+
+
+def test_task_defaults_vary_only_within_a_task():
+    p2 = {"task": "tpbench_p2", "max_new_tokens": 96, "n_sources": 10}
+    p3 = {"task": "tpbench_p3", "max_new_tokens": 128, "n_sources": 10}
+    assert varying({"a": p2, "b": p3}) == []  # each task's own budget: no sweep
+    assert varying({"a": p2, "b": {**p2, "max_new_tokens": 48}}) == ["max_new_tokens"]
