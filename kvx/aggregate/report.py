@@ -20,6 +20,8 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import is_bool_dtype, is_integer_dtype, is_numeric_dtype
 
+from kvx.aggregate.tpbench import TABLES as TPBENCH_TABLES
+
 __all__ = [
     "OPTIONAL_SECTIONS",
     "SECTIONS",
@@ -178,16 +180,7 @@ OPTIONAL_SECTIONS: tuple[Section, ...] = (
         "c = the reverse, exact McNemar p (strict); the _fc columns repeat it among answers full context "
         "got right.",
         ("tpbench_rank_change",),
-        (
-            "tpbench_p1",
-            "tpbench_p2",
-            "tpbench_p3",
-            "tpbench_rankings",
-            "tpbench_spearman",
-            "tpbench_rank_change",
-            "tpbench_retention",
-            "tpbench_deletion",
-        ),
+        TPBENCH_TABLES,
         "no TPBench records in the selected runs",
     ),
 )
