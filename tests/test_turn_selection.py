@@ -121,3 +121,33 @@ def test_plain_text_replies_score_zero_but_get_a_lenient_score():
     assert plain.metrics["lenient_strict"] == 1.0  # the same rule on the raw text
     parsed = task.evaluate(f'{{"value": "{goal}", "abstain": false}}', source)
     assert parsed.metrics["strict"] == parsed.metrics["lenient_strict"] == 1.0
+
+
+def test_one_prefill_per_dialogue_rendering_across_probes_and_cells(tiny, engine):
+    """P1 and P3 examples of the same dialogues render the same context: each is prefilled once,
+    whatever the probe, the KV cell or the turn-selection cell that needs it."""
+    from kvx.compressors.presets import SnapKV, StreamingLLM
+    from kvx.pipeline.engine import Cell
+    from kvx.tasks.tpbench.task import GoalAndLateUpdate
+
+    def cell(task, press, compressor, **kw):
+        return Cell(
+            task_name=f"tpbench_{task.probe}", task=task, reader_name="tiny", press_name=press,
+            compressor=compressor, ratio=0.5, seed=1, n_sources=3, context_tokens=1024, max_new_tokens=2,
+            **kw,
+        )  # fmt: skip
+
+    p1, p3 = InitialGoal(synthetic_dialogues=3), GoalAndLateUpdate(synthetic_dialogues=3)
+    dialogues = {s.metadata["dialogue_id"] for s in p3.sources(3, 1, 0, len)}
+    assert dialogues and dialogues <= {s.metadata["dialogue_id"] for s in p1.sources(3, 1, 0, len)}
+    for task in (p1, p3):
+        for press, comp in (("snapkv", SnapKV(window_size=4)), ("streaming_llm", StreamingLLM())):
+            records = engine.run_cell(cell(task, press, comp), tiny, progress=False)
+            assert {r.status for r in records} == {"supported"}
+    assert engine.prefills == 3  # one per dialogue: P3 and the second press reuse P1's prefills
+    recency = selection("recency", Recency(), 0.5, True)
+    for task in (p1, p3):
+        engine.run_cell(
+            cell(task, "none", comp, transform_name="turns:recency", transform=recency), tiny, False
+        )
+    assert engine.prefills == 3 + 3  # one per selected rendering, shared by both probes
