@@ -436,11 +436,13 @@ def test_aggregate_of_a_tiny_tpbench_run(tmp_path: Path) -> None:
     runs = [
         [
             "task=tpbench_p1,tpbench_p2",
+            "task.synthetic_dialogues=60",  # a field of a swept group
             "turn_selector=recency,uniform_stride",
             "turn_fraction=0.3",
             "press=none",
         ],
         ["task=tpbench_p2", "transform=delete_turns", "transform.which=update,update_control", "press=none"],
+        ["task=tpbench_p3", "press=snapkv", "ratio=0.7", "diagnostics=[]"],
     ]
     for args in runs:
         done = subprocess.run(
@@ -466,3 +468,5 @@ def test_aggregate_of_a_tiny_tpbench_run(tmp_path: Path) -> None:
     assert deletion["deletion"].tolist() == ["update"]
     assert pd.read_csv(out / "tpbench_spearman.csv")["n_methods"].tolist() == [2]
     assert list(out.glob("tpbench_rank_change_*.png")) and (out / "tpbench.md").exists()
+    p3 = pd.read_csv(out / "tpbench_p3.csv")
+    assert set(p3.loc[p3["method"] == "snapkv", "budget"]) == {"cache 0.3"}
