@@ -103,3 +103,20 @@ def test_keep_ends_transform_runs_in_a_sweep_with_a_kv_press(tmp_path, plugin):
         "tova[transform=none]",
     ]
     assert "transform" in matrix.columns
+
+
+def test_turn_selector_plugin_runs_on_the_dialogue_probes(tmp_path, plugin):
+    """A third-party turn selector is one entry point: ``turn_selector=longest_turns`` after pip install."""
+    args = ["-m", "task=tpbench_p2", "turn_selector=longest_turns,recency", "turn_fraction=0.5", "press=none"]
+    args += ["reader=tiny", "n_sources=3", "max_new_tokens=3", "progress=false", "diagnostics=[]"]
+    done = run(tmp_path, plugin, "kvx", *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = []
+    for path in (tmp_path / "outputs" / "mlartifacts").rglob("records.jsonl"):
+        records += [json.loads(line) for line in path.read_text().splitlines()]
+    longest = [r for r in records if r["transform"]["name"] == "turns:kvx-plugin-example:longest_turns"]
+    assert longest and all(r["status"] == "supported" for r in records)
+    for r in longest:  # floor(n / 2) turns, the header kept
+        n = r["compressed"]["details"]["turns_total"]
+        assert r["compressed"]["details"]["turns_kept"] == max(1, n // 2)
+        assert r["transform"]["kept_segment_ids"][0] == "header"
