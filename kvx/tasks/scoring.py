@@ -2,7 +2,8 @@
 
 ``string_match_all`` and ``string_match_part`` follow NVIDIA RULER's evaluation (case-insensitive
 substring containment). ``containment`` follows KVDiagnosis: both sides are normalised first so
-punctuation, case and spacing differences do not count as errors.
+punctuation, case and spacing differences do not count as errors. ``exact_match`` and ``token_f1``
+are SQuAD's and HotpotQA's official metrics (ragscale's EM/F1), max over a row's aliases.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import re
 import string
 import unicodedata
+from collections import Counter
 from collections.abc import Sequence
 
 _WHITESPACE = re.compile(r"\s+")
@@ -53,3 +55,43 @@ def containment(prediction: str, references: Sequence[str]) -> float:
     pred = normalize_answer(prediction)
     refs = [normalize_answer(ref) for ref in references]
     return sum(bool(ref) and ref in pred for ref in refs) / len(refs)
+
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+#: HotpotQA's official F1 gives these no partial credit: a yes/no answer is right or wrong
+_CLOSED = ("yes", "no", "noanswer")
+
+
+def squad_normalize(text: str) -> str:
+    """SQuAD/HotpotQA official normalisation: lowercase, punctuation removed, articles removed,
+    whitespace collapsed."""
+    text = "".join(c for c in text.lower() if c not in set(string.punctuation))
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def exact_match(prediction: str, references: Sequence[str]) -> float:
+    """1.0 when the normalised prediction equals a normalised reference (max over aliases). SQuAD v2's
+    unanswerable questions have the reference ``""``: only an empty prediction matches it."""
+    _require(references)
+    pred = squad_normalize(prediction)
+    return float(any(pred == squad_normalize(ref) for ref in references))
+
+
+def token_f1(prediction: str, references: Sequence[str]) -> float:
+    """Best token-multiset F1 over references (SQuAD's official ``f1_score``, with HotpotQA's rule that
+    yes/no/noanswer score only when equal)."""
+    _require(references)
+    return max(_f1(squad_normalize(prediction), squad_normalize(ref)) for ref in references)
+
+
+def _f1(pred: str, ref: str) -> float:
+    if (pred in _CLOSED or ref in _CLOSED) and pred != ref:
+        return 0.0
+    p, r = pred.split(), ref.split()
+    if not p or not r:
+        return float(p == r)  # SQuAD v2: both empty is a match, one empty is not
+    common = sum((Counter(p) & Counter(r)).values())
+    if not common:
+        return 0.0
+    precision, recall = common / len(p), common / len(r)
+    return 2 * precision * recall / (precision + recall)

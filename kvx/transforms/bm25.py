@@ -1,0 +1,57 @@
+"""BM25 top-k passage selection (ragscale's lexical text compressor), via ``bm25s``.
+
+The candidate pool is the source's ``passage`` segments; the query is the question. Passages are
+ranked by BM25 (Lucene variant, English stopwords) over the pool itself, so the ranking depends on
+nothing but the row. Ties keep the supplied order; kept passages stay in supplied order unless
+``order=rank``. Non-passage segments (instructions) are always kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kvx.checks import check_choice, check_int
+from kvx.errors import Unsupported
+from kvx.tasks.base import Segment, Source
+from kvx.transforms.base import Transform
+
+
+def bm25_scores(query: str, passages: Sequence[str]) -> list[float]:
+    """BM25 score of each passage for ``query``, indexed over the passages themselves."""
+    import bm25s
+
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(list(passages), stopwords="en", show_progress=False), show_progress=False)
+    words = bm25s.tokenize([query], stopwords="en", show_progress=False, return_ids=False)[0]
+    return [float(s) for s in retriever.get_scores(words)] if words else [0.0] * len(passages)
+
+
+def top_k(scores: Sequence[float], k: int) -> list[int]:
+    """Indices of the ``k`` highest scores, ties to the earlier index, best first."""
+    return sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
+
+
+@dataclass
+class BM25TopK(Transform):
+    """``transform=bm25_top_k transform.k=5``: the k passages BM25 ranks highest for the question."""
+
+    k: int = 5
+    order: str = "supplied"  # "supplied": kept passages in pool order; "rank": best first
+
+    def validate(self) -> None:
+        check_int("transform.k", self.k, 1)
+        check_choice("transform.order", self.order, ("supplied", "rank"))
+
+    def apply(self, source: Source) -> Sequence[Segment]:
+        parts = source.parts()
+        pool = [s for s in parts if s.role == "passage"]
+        if not pool:
+            raise Unsupported(f"source {source.id} has no passage segments to rank")
+        ranked = top_k(bm25_scores(source.question, [f"{s.title}\n{s.text}" for s in pool]), self.k)
+        kept = [pool[i] for i in (ranked if self.order == "rank" else sorted(ranked))]
+        rest = [s for s in parts if s.role != "passage"]
+        if self.order == "rank":
+            return rest + kept
+        keep = {s.id for s in kept}
+        return [s for s in parts if s.role != "passage" or s.id in keep]
