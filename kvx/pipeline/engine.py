@@ -9,6 +9,7 @@ compressor cannot honour become ``unsupported`` records. Neither is ever scored.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from importlib.metadata import version
@@ -35,7 +36,7 @@ from kvx.pipeline.evaluate import evaluate
 from kvx.pipeline.transform import Transformed, transform_source
 from kvx.readers.base import LoadedReader, Prompt
 from kvx.records import Answer, Record, validate
-from kvx.tasks.base import Source, Task
+from kvx.tasks.base import Segment, Source, Task
 from kvx.transforms.base import Transform
 from kvx.transforms.none import Identity
 
@@ -99,6 +100,8 @@ class Engine:
     def __init__(self, outputs_dir: Path, capture_cache_bytes: int, memo_bytes: int = 2**30) -> None:
         attention.register()
         self.controls = ControlStore(outputs_dir / "controls")
+        #: text-transform outputs, content-addressed: computed once per (row, transform config)
+        self.artifacts = ControlStore(outputs_dir / "artifacts")
         self.caches = Caches(CaptureCache(capture_cache_bytes), ByteLRU(memo_bytes))
         self._splits: dict[str, list[Source]] = {}
 
@@ -134,6 +137,35 @@ class Engine:
         answer = evaluate(cell.task, decode_control(reader, capture, prompt, cell.max_new_tokens), source)
         self.controls.put(key, answer.to_dict())
         return answer
+
+    def transformed(
+        self, cell: Cell, identity: CellIdentity, reader: LoadedReader, source: Source
+    ) -> Transformed | None:
+        """The transform stage through the artifact store: each (row, transform config) output is
+        computed once and replayed byte-identically to every reader and cell (per reader only for
+        transforms that use it), with a manifest of what produced it."""
+        if cell.transform.identity:
+            return None
+        scope = {"transform": identity.transform, "pool_sha256": source.digest()}
+        if cell.transform.uses_reader:
+            scope["reader"] = reader.key
+        key = control_key(**scope)
+        stored = self.artifacts.get(key)
+        if stored is not None:
+            segments = [Segment(**s) for s in stored["segments"]]
+            return transform_source(cell.transform, cell.transform_name, source, segments)
+        segments = list(cell.transform.apply(source))
+        out = transform_source(cell.transform, cell.transform_name, source, segments)
+        assert out is not None
+        manifest = {
+            "row_id": source.id,
+            **scope,
+            "text_sha256": out.info["context_sha256"],
+            "versions": versions(),
+            "segments": [dataclasses.asdict(s) for s in segments],
+        }
+        self.artifacts.put(key, manifest)
+        return out
 
     def compressed(
         self, cell: Cell, reader: LoadedReader, prompt: Prompt, ratio: float | None = None
@@ -206,7 +238,7 @@ class Engine:
             **base,
         )
         try:
-            transformed = transform_source(cell.transform, cell.transform_name, source)
+            transformed = self.transformed(cell, identity, reader, source)
         except Exception as exc:  # a transform that fails on a source: never a wrong answer
             asked = identity.setting
             record.setting = _setting_dict(

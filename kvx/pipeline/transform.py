@@ -7,10 +7,11 @@ segment (or across segments) are no longer addressable and are counted, never gu
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kvx.tasks.base import Source
+from kvx.tasks.base import Segment, Source
 from kvx.transforms.base import Transform
 
 
@@ -22,12 +23,15 @@ class Transformed:
     info: dict[str, Any]
 
 
-def transform_source(transform: Transform, name: str, source: Source) -> Transformed | None:
-    """None for the identity transform (the stage is skipped and nothing is recorded)."""
+def transform_source(
+    transform: Transform, name: str, source: Source, segments: Sequence[Segment] | None = None
+) -> Transformed | None:
+    """None for the identity transform (the stage is skipped and nothing is recorded). ``segments``:
+    the transform's output when it is already known (a stored artifact), else it is computed."""
     if transform.identity:
         return None
     original = source.parts()
-    segments = list(transform.apply(source))
+    segments = list(transform.apply(source) if segments is None else segments)
     if not segments:
         raise ValueError(f"transform {name} kept no segment of source {source.id}")
     before = {s.id: (s.text, span) for s, span in zip(original, source.segment_spans())}

@@ -25,6 +25,12 @@ class Transform(ABC):
     #: True for the identity: the pipeline then skips the stage and records nothing about it
     identity: ClassVar[bool] = False
 
+    @property
+    def uses_reader(self) -> bool:
+        """True when the output depends on the reader it is bound to: its stored artifacts are then
+        kept per reader, never replayed to another one."""
+        return False
+
     def validate(self) -> None:  # noqa: B027 - optional hook
         """Raise ``kvx.errors.ConfigError`` for invalid fields, before any model loads."""
 

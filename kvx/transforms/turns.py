@@ -55,6 +55,10 @@ class TurnSelection(Transform):
         if self._impl is not None:
             self._impl.bind(reader)
 
+    @property
+    def uses_reader(self) -> bool:
+        return bool(getattr(self._impl, "uses_reader", False))
+
     def apply(self, source: Source) -> Sequence[Segment]:
         if self._impl is None:
             raise RuntimeError("TurnSelection has no selector (build it with kvx.transforms.turns.selection)")

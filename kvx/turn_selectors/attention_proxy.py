@@ -122,6 +122,11 @@ class AttentionProxy(TurnSelector):
     def bind(self, reader: LoadedReader) -> None:
         self._reader = reader
 
+    @property
+    def uses_reader(self) -> bool:
+        """With ``model=reader`` the kept turns depend on the panel's reader."""
+        return self.model == "reader"
+
     def select(self, turns: Sequence[Turn], k: int, dialogue_id: str) -> list[int]:
         return list(range(len(turns))) if k >= len(turns) else top_k(self.scores(turns), k)
 

@@ -1,0 +1,71 @@
+"""Fixed text artifacts: each (row, transform config) output is computed once, stored with a manifest,
+and replayed byte-identically to every reader of a panel and to later processes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import ClassVar
+
+from kvx.compressors.none import NoCompression
+from kvx.pipeline.engine import Cell, Engine
+from kvx.readers.base import load_reader
+from kvx.readers.tiny import TinyLlama
+from kvx.tasks.tpbench.task import CurrentValue
+from kvx.transforms.base import Transform
+
+
+@dataclass
+class CountingKeepFirst(Transform):
+    """Keeps the first ``n`` segments and counts how often it is asked to."""
+
+    n: int = 3
+    calls: ClassVar[int] = 0
+
+    def apply(self, source):
+        CountingKeepFirst.calls += 1
+        return source.parts()[: self.n]
+
+
+def cell(transform: Transform) -> Cell:
+    return Cell(
+        task_name="tpbench_p2", task=CurrentValue(synthetic_dialogues=20), reader_name="tiny",
+        press_name="none", compressor=NoCompression(), ratio=0.0, seed=0, n_sources=3,
+        context_tokens=1024, max_new_tokens=2, transform_name="keep_first", transform=transform,
+    )  # fmt: skip
+
+
+def test_artifacts_are_computed_once_per_row_across_a_reader_panel(tmp_path, tiny):
+    other = load_reader("tiny", TinyLlama(num_hidden_layers=3, seed=1))
+    engine = Engine(tmp_path / "outputs", 2**28)
+    CountingKeepFirst.calls = 0
+    runs = {
+        r.name + r.key: engine.run_cell(cell(CountingKeepFirst()), r, progress=False) for r in (tiny, other)
+    }
+    n_rows = len(next(iter(runs.values())))
+    assert n_rows and CountingKeepFirst.calls == n_rows  # once per row, not once per reader
+    first, second = runs.values()
+    assert [r.compressed_text_sha256 for r in first] == [r.compressed_text_sha256 for r in second]
+    # a later process (a fresh engine on the same outputs) replays them without computing
+    Engine(tmp_path / "outputs", 2**28).run_cell(cell(CountingKeepFirst()), tiny, progress=False)
+    assert CountingKeepFirst.calls == n_rows
+    # another config of the transform is another artifact
+    engine.run_cell(cell(CountingKeepFirst(n=2)), tiny, progress=False)
+    assert CountingKeepFirst.calls == 2 * n_rows
+    manifests = [json.loads(p.read_text()) for p in (tmp_path / "outputs" / "artifacts").rglob("*.json")]
+    assert len(manifests) == 2 * n_rows
+    by_text = {m["text_sha256"] for m in manifests}
+    assert {r.compressed_text_sha256 for r in first} <= by_text
+    assert all({"row_id", "pool_sha256", "transform", "versions", "segments"} <= m.keys() for m in manifests)
+
+
+def test_reader_dependent_selections_are_kept_per_reader():
+    from kvx.transforms.turns import selection
+    from kvx.turn_selectors.attention_proxy import AttentionProxy
+    from kvx.turn_selectors.positional import Recency
+
+    assert selection("attention_proxy", AttentionProxy(), 0.3, True).uses_reader
+    assert not selection(
+        "attention_proxy", AttentionProxy(model="/some/feature/model"), 0.3, True
+    ).uses_reader
+    assert not selection("recency", Recency(), 0.3, True).uses_reader
