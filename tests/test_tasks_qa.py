@@ -98,6 +98,11 @@ def test_hotpot_scoring_uses_normalised_containment(hotpot_file):
     assert task.evaluate("Lyon", source).value == 0.0
     assert task.evaluate("paris!", source).correct
     assert task.evaluate(" Paris, France. ", source).normalized == "paris france"
+    # HotpotQA's official EM/F1 beside it: containment credits the long answer, EM does not
+    long = task.evaluate("The answer is PARIS, France.", source).metrics
+    assert long["em"] == 0.0 and 0.0 < long["f1"] < 1.0
+    assert task.evaluate("the Paris", source).metrics == {"em": 1.0, "f1": 1.0}
+    assert source.metadata["query"] and source.metadata["query"] in source.question  # the bare question
 
 
 def test_hotpot_subsample_is_seeded(hotpot_file):

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from kvx.errors import ConfigError
 from kvx.tasks.base import CountTokens, Score, Segment, Source, Task
 from kvx.tasks.jsonl import load_rows, seeded_order
 from kvx.tasks.ruler import require_ruler_data, ruler_data_file
-from kvx.tasks.scoring import containment, normalize_answer
+from kvx.tasks.scoring import containment, exact_match, normalize_answer, token_f1
 
 INSTRUCTION = (
     "Answer the question based on the given documents. "
@@ -64,6 +64,7 @@ class HotpotQA(Task):
     """Multi-hop QA whose evidence (the supporting-fact sentences) is known to the sentence."""
 
     path: str = ""
+    scorer_version: ClassVar[str] = "2"  # 2: EM and token F1 metrics beside containment
 
     def validate(self) -> None:
         if self.path and not Path(self.path).is_file():
@@ -94,6 +95,7 @@ class HotpotQA(Task):
                 evidence=evidence,
                 answer_prefix="Answer:",
                 metadata={
+                    "query": row["question"],  # what retrievers and text compressors rank by
                     "row": index,
                     "type": row.get("type"),
                     "level": row.get("level"),
@@ -105,4 +107,7 @@ class HotpotQA(Task):
         return out
 
     def evaluate(self, answer: str, source: Source) -> Score:
-        return Score.of(containment(answer, source.answers), normalize_answer(answer))
+        """KVDiagnosis containment as the score; HotpotQA's official EM and token F1 beside it
+        (ragscale's metrics)."""
+        metrics = {"em": exact_match(answer, source.answers), "f1": token_f1(answer, source.answers)}
+        return Score.of(containment(answer, source.answers), normalize_answer(answer), metrics=metrics)

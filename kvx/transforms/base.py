@@ -41,3 +41,9 @@ class Transform(ABC):
     def apply(self, source: Source) -> Sequence[Segment]:
         """The segments the reader should see, in order (a subset of ``source.parts()`` or rewrites).
         Raise ``kvx.errors.Unsupported`` for a source the transform cannot apply to."""
+
+
+def query(source: Source) -> str:
+    """What retrievers and text compressors rank by: the bare question a task records in
+    ``metadata["query"]`` (HotpotQA), else the whole question text."""
+    return str(source.metadata.get("query") or source.question)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from kvx.checks import check_choice, check_int
 from kvx.errors import Unsupported
 from kvx.tasks.base import Segment, Source
-from kvx.transforms.base import Transform
+from kvx.transforms.base import Transform, query
 
 
 def bm25_scores(query: str, passages: Sequence[str]) -> list[float]:
@@ -48,7 +48,7 @@ class BM25TopK(Transform):
         pool = [s for s in parts if s.role == "passage"]
         if not pool:
             raise Unsupported(f"source {source.id} has no passage segments to rank")
-        ranked = top_k(bm25_scores(source.question, [f"{s.title}\n{s.text}" for s in pool]), self.k)
+        ranked = top_k(bm25_scores(query(source), [f"{s.title}\n{s.text}" for s in pool]), self.k)
         kept = [pool[i] for i in (ranked if self.order == "rank" else sorted(ranked))]
         rest = [s for s in parts if s.role != "passage"]
         if self.order == "rank":

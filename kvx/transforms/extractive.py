@@ -17,7 +17,7 @@ from kvx.checks import check_int
 from kvx.embeddings import MINILM, check_encoder, encoder
 from kvx.errors import Unsupported
 from kvx.tasks.base import Segment, Source
-from kvx.transforms.base import Transform
+from kvx.transforms.base import Transform, query
 from kvx.transforms.bm25 import top_k
 
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)")
@@ -52,7 +52,7 @@ class ExtractiveSentences(Transform):
             raise Unsupported(f"source {source.id} has no passage segments to select sentences from")
         flat = [(i, j) for i, (_, sents) in enumerate(pool) for j in range(len(sents))]
         texts = [pool[i][1][j] for i, j in flat]
-        kept = set(top_k(similarities(source.question, texts, self.model), self.k)) if texts else set()
+        kept = set(top_k(similarities(query(source), texts, self.model), self.k)) if texts else set()
         chosen: dict[str, list[str]] = {}
         for n, (i, j) in enumerate(flat):
             if n in kept:
