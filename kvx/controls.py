@@ -26,18 +26,18 @@ class ControlStore:
         self.computed = 0  # controls computed (not loaded) by this process
         self.loaded = 0
 
-    def _path(self, key: str) -> Path:
+    def path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
-        path = self._path(key)
+        path = self.path(key)
         if not path.exists():
             return None
         self.loaded += 1
         return json.loads(path.read_text())
 
     def put(self, key: str, answer: dict[str, Any]) -> None:
-        path = self._path(key)
+        path = self.path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         with os.fdopen(fd, "w") as fh:

@@ -69,3 +69,16 @@ def test_reader_dependent_selections_are_kept_per_reader():
         "attention_proxy", AttentionProxy(model="/some/feature/model"), 0.3, True
     ).uses_reader
     assert not selection("recency", Recency(), 0.3, True).uses_reader
+
+
+def test_an_edited_artifact_is_refused_not_replayed(tmp_path, tiny):
+    engine = Engine(tmp_path / "outputs", 2**28)
+    engine.run_cell(cell(CountingKeepFirst()), tiny, progress=False)
+    path = next((tmp_path / "outputs" / "artifacts").rglob("*.json"))
+    manifest = json.loads(path.read_text())
+    manifest["segments"][-1]["text"] += " (edited)"
+    path.write_text(json.dumps(manifest))
+    records = Engine(tmp_path / "outputs", 2**28).run_cell(cell(CountingKeepFirst()), tiny, progress=False)
+    refused = [r for r in records if r.status == "error"]
+    assert len(refused) == 1 and "fails its sha256 check" in refused[0].reason
+    assert all(r.status == "supported" for r in records if r not in refused)

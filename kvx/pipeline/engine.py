@@ -153,7 +153,11 @@ class Engine:
         stored = self.artifacts.get(key)
         if stored is not None:
             segments = [Segment(**s) for s in stored["segments"]]
-            return transform_source(cell.transform, cell.transform_name, source, segments)
+            out = transform_source(cell.transform, cell.transform_name, source, segments)
+            if out is None or out.info["context_sha256"] != stored["text_sha256"]:
+                where = self.artifacts.path(key)
+                raise ValueError(f"stored artifact {where} fails its sha256 check: delete it to recompute")
+            return out
         segments = list(cell.transform.apply(source))
         out = transform_source(cell.transform, cell.transform_name, source, segments)
         assert out is not None
