@@ -1,0 +1,75 @@
+"""Abstractive summary (ragscale's abstractive text compressor): a designated compressor reader writes
+one summary of the candidate passages per row, greedily, and the panel's readers all get that text.
+
+The compressor reader is any kvx reader (``transform.reader``), loaded once per process beside the
+panel's reader (never replacing it). Outputs go through the artifact store like every transform, so
+a summary is written once per (row, config) and replayed byte-identically to every reader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import DynamicCache
+
+from kvx.checks import check_int
+from kvx.errors import ConfigError, Unsupported
+from kvx.generation import greedy_decode
+from kvx.tasks.base import Segment, Source
+from kvx.transforms.base import Transform, query
+
+INSTRUCTION = "Summarize the documents below into the facts needed to answer the question."
+
+
+@dataclass
+class Summary(Transform):
+    """``transform=summary transform.reader=smollm2 transform.max_new_tokens=128``."""
+
+    reader: str = "smollm2"
+    max_new_tokens: int = 128
+    _loaded: Any = field(default=None, init=False, repr=False, compare=False)
+
+    def validate(self) -> None:
+        from kvx.registry import registry
+
+        check_int("transform.max_new_tokens", self.max_new_tokens, 1)
+        if not isinstance(self.reader, str) or not self.reader:
+            raise ConfigError(f"transform.reader={self.reader!r} must name a kvx reader")
+        registry("reader").entry(self.reader)  # unknown: the registry's "did you mean"
+
+    def apply(self, source: Source) -> Sequence[Segment]:
+        parts = source.parts()
+        pool = [s for s in parts if s.role == "passage"]
+        if not pool:
+            raise Unsupported(f"source {source.id} has no passage segments to summarize")
+        text = self.summarize("\n\n".join(s.text for s in pool), query(source))
+        rest = [s for s in parts if s.role != "passage"]
+        return [*rest, Segment("summary", text, role="passage", title="Summary")]
+
+    @torch.inference_mode()
+    def summarize(self, documents: str, question: str) -> str:
+        loaded = self._reader()
+        prompt = loaded.encode(f"{INSTRUCTION}\n\n{documents}", f"\n\nQuestion: {question}\nSummary:")
+        cache = DynamicCache()
+        with loaded.autocast():
+            loaded.model(input_ids=prompt.context_ids, past_key_values=cache)
+            start, budget = int(prompt.context_ids.shape[1]), self.max_new_tokens
+            gen = greedy_decode(loaded.model, loaded.tokenizer, cache, prompt.question_ids, start, budget)
+        return gen.text.strip()
+
+    def _reader(self) -> Any:
+        """The compressor reader, loaded for this transform only (the panel's reader stays loaded)."""
+        if self._loaded is None:
+            from kvx.readers.base import LoadedReader, make_fabric, reader_identity
+            from kvx.registry import registry
+
+            config = registry("reader").get(self.reader)()
+            model, tokenizer, revision = config.load_model()
+            fabric = make_fabric(config.accelerator, config.precision)
+            model = fabric.setup_module(model).module.eval()
+            identity = reader_identity(self.reader, config)
+            self._loaded = LoadedReader(self.reader, model, tokenizer, revision, fabric, identity)
+        return self._loaded

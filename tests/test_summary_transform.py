@@ -1,0 +1,41 @@
+"""The abstractive summary transform: one summary per row by a designated compressor reader."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvx.registry import RegistryError
+from kvx.tasks.base import Segment, Source
+from kvx.transforms.summary import Summary
+
+POOL = [
+    Segment("preamble", "Answer from the documents.", role="instruction"),
+    Segment("d1", "Document 1:\nFrance\nParis is the capital of France.", role="passage", title="France"),
+    Segment("d2", "Document 2:\nGermany\nBerlin is the capital of Germany.", role="passage", title="Germany"),
+]
+SOURCE = Source.from_segments(POOL, id="q", question="Capital of Germany?", answers=["Berlin"])
+
+
+def test_one_summary_replaces_the_pool_within_the_token_budget(monkeypatch):
+    from kvx.transforms import summary as module
+
+    lengths = []
+
+    def recording(*args):
+        gen = greedy_decode(*args)
+        lengths.append(len(gen.token_ids))
+        return gen
+
+    greedy_decode = module.greedy_decode
+    monkeypatch.setattr(module, "greedy_decode", recording)
+    out = Summary(reader="tiny", max_new_tokens=6).apply(SOURCE)
+    assert [s.id for s in out] == ["preamble", "summary"] and out[1].role == "passage"
+    assert lengths == [6] and out[1].text  # the random tiny reader never stops early: exactly the budget
+    assert Summary(reader="tiny", max_new_tokens=6).apply(SOURCE)[1].text == out[1].text  # deterministic
+
+
+def test_bad_fields():
+    with pytest.raises(RegistryError, match="Did you mean 'smollm2'"):
+        Summary(reader="smolm2").validate()
+    with pytest.raises(ValueError, match="transform.max_new_tokens"):
+        Summary(max_new_tokens=0).validate()
