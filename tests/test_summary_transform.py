@@ -17,17 +17,17 @@ SOURCE = Source.from_segments(POOL, id="q", question="Capital of Germany?", answ
 
 
 def test_one_summary_replaces_the_pool_within_the_token_budget(monkeypatch):
-    from kvx.transforms import summary as module
+    from kvx import generation
 
     lengths = []
+    original = generation.greedy_decode
 
     def recording(*args):
-        gen = greedy_decode(*args)
+        gen = original(*args)
         lengths.append(len(gen.token_ids))
         return gen
 
-    greedy_decode = module.greedy_decode
-    monkeypatch.setattr(module, "greedy_decode", recording)
+    monkeypatch.setattr(generation, "greedy_decode", recording)
     out = Summary(reader="tiny", max_new_tokens=6).apply(SOURCE)
     assert [s.id for s in out] == ["preamble", "summary"] and out[1].role == "passage"
     assert lengths == [6] and out[1].text  # the random tiny reader never stops early: exactly the budget

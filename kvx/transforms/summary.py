@@ -12,12 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-from transformers import DynamicCache
-
 from kvx.checks import check_int
 from kvx.errors import ConfigError, Unsupported
-from kvx.generation import greedy_decode
 from kvx.tasks.base import Segment, Source
 from kvx.transforms.base import Transform, query
 
@@ -49,12 +45,16 @@ class Summary(Transform):
         rest = [s for s in parts if s.role != "passage"]
         return [*rest, Segment("summary", text, role="passage", title="Summary")]
 
-    @torch.inference_mode()
     def summarize(self, documents: str, question: str) -> str:
+        import torch  # preflight loads every built-in transform: no framework at import time
+        from transformers import DynamicCache
+
+        from kvx.generation import greedy_decode
+
         loaded = self._reader()
         prompt = loaded.encode(f"{INSTRUCTION}\n\n{documents}", f"\n\nQuestion: {question}\nSummary:")
         cache = DynamicCache()
-        with loaded.autocast():
+        with torch.inference_mode(), loaded.autocast():
             loaded.model(input_ids=prompt.context_ids, past_key_values=cache)
             start, budget = int(prompt.context_ids.shape[1]), self.max_new_tokens
             gen = greedy_decode(loaded.model, loaded.tokenizer, cache, prompt.question_ids, start, budget)
