@@ -25,6 +25,7 @@ from kvx.checks import check_bool, check_int, check_optional_int, check_ratio
 from kvx.config import GROUPS, instantiate, register_configs
 from kvx.errors import ConfigError
 from kvx.registry import registry
+from kvx.transforms.turns import TurnSelection
 
 #: tracking-store schemes MLflow itself serves (a database scheme may name a driver: postgresql+psycopg)
 DATABASES = ("sqlite", "postgresql", "mysql", "mssql")
@@ -69,11 +70,8 @@ def for_swept_groups(argv: list[str], overrides: Sequence[Any]) -> list[str]:
     Every job was composed and checked above, so a field of a swept group is passed as ``++`` (set
     where it exists, added to the primary config where it does not)."""
     swept = {o.key_or_group for o in overrides if o.is_sweep_override() and o.key_or_group in GROUPS}
-    lines = {o.input_line for o in overrides if not o.is_sweep_override() or o.key_or_group not in GROUPS}
     fields = {
-        o.input_line
-        for o in overrides
-        if o.input_line in lines and "." in o.key_or_group and o.key_or_group.split(".", 1)[0] in swept
+        o.input_line for o in overrides if o.key_or_group.partition(".")[0] in swept and "." in o.key_or_group
     }
     return [f"++{a.lstrip('+')}" if a in fields else a for a in argv]
 
@@ -148,9 +146,7 @@ def check_turn_selection(cfg: DictConfig, plugins: dict[str, Any]) -> None:
         return
     if fraction is None:
         raise ConfigError("turn_selector needs turn_fraction=<fraction of turns kept, in (0, 1]>")
-    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
-        raise ConfigError(f"turn_fraction={fraction!r} must be a number in (0, 1]: the share of turns kept")
-    check_bool("turn_markers", cfg.get("turn_markers", True))
+    TurnSelection("", fraction, cfg.get("turn_markers", True)).validate()  # the run's own checks
     transform = plugins.get("transform")
     if transform is not None and not getattr(transform, "identity", False):
         raise ConfigError("turn_selector and transform are both text transforms: choose one (transform=none)")

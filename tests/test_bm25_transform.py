@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from kvx.errors import ConfigError, Unsupported
+from kvx.ranking import top_k
 from kvx.tasks.base import Segment, Source
-from kvx.transforms.bm25 import BM25TopK, bm25_scores, top_k
+from kvx.transforms.bm25 import BM25TopK, bm25_scores
 
 POOL = [
     Segment("preamble", "Answer from the documents.", role="instruction"),

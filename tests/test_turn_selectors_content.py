@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from kvx.errors import ConfigError
+from kvx.ranking import top_k
 from kvx.turn_selectors.attention_proxy import (
     AttentionProxy,
     attention_received,
     join_turns,
     token_turns,
-    top_k,
     turn_scores,
 )
 from kvx.turn_selectors.base import Turn, Unsupported

@@ -181,17 +181,23 @@ def load_reader(name: str, reader: Reader) -> LoadedReader:
     """Load a reader once per process: every cell of a sweep reuses the same model."""
     key = _config_key(name, reader)
     if key not in _LOADED:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # weight-loading bars would drown the sweep's own
-        model, tokenizer, revision = reader.load_model()
-        fabric = make_fabric(reader.accelerator, reader.precision)
-        model = fabric.setup_module(model).module  # moves and converts in place
-        model.eval()
         _LOADED.clear()  # one model per process: a new reader replaces the old one
-        identity = reader_identity(name, reader)
-        _LOADED[key] = LoadedReader(name, model, tokenizer, revision, fabric, identity, reader.label(name))
+        _LOADED[key] = build_reader(name, reader)
     return _LOADED[key]
+
+
+def build_reader(name: str, reader: Reader) -> LoadedReader:
+    """Load a reader's weights onto its accelerator, outside the process's one-reader cache (a
+    compressor reader that must sit beside the panel's reader uses this directly)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # weight-loading bars would drown the sweep's own
+    model, tokenizer, revision = reader.load_model()
+    fabric = make_fabric(reader.accelerator, reader.precision)
+    model = fabric.setup_module(model).module  # moves and converts in place
+    model.eval()
+    identity = reader_identity(name, reader)
+    return LoadedReader(name, model, tokenizer, revision, fabric, identity, reader.label(name))
 
 
 @contextlib.contextmanager

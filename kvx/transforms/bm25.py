@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from kvx.checks import check_choice, check_int
 from kvx.errors import Unsupported
+from kvx.ranking import top_k
 from kvx.tasks.base import Segment, Source
 from kvx.transforms.base import Transform, query
 
@@ -25,11 +26,6 @@ def bm25_scores(query: str, passages: Sequence[str]) -> list[float]:
     retriever.index(bm25s.tokenize(list(passages), stopwords="en", show_progress=False), show_progress=False)
     words = bm25s.tokenize([query], stopwords="en", show_progress=False, return_ids=False)[0]
     return [float(s) for s in retriever.get_scores(words)] if words else [0.0] * len(passages)
-
-
-def top_k(scores: Sequence[float], k: int) -> list[int]:
-    """Indices of the ``k`` highest scores, ties to the earlier index, best first."""
-    return sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
 
 
 @dataclass

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from kvx.checks import check_int
 from kvx.embeddings import MINILM, check_encoder, encoder
 from kvx.errors import Unsupported
+from kvx.ranking import top_k
 from kvx.tasks.base import Segment, Source
 from kvx.transforms.base import Transform, query
-from kvx.transforms.bm25 import top_k
 
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)")
 

@@ -63,13 +63,8 @@ class Summary(Transform):
     def _reader(self) -> Any:
         """The compressor reader, loaded for this transform only (the panel's reader stays loaded)."""
         if self._loaded is None:
-            from kvx.readers.base import LoadedReader, make_fabric, reader_identity
+            from kvx.readers.base import build_reader
             from kvx.registry import registry
 
-            config = registry("reader").get(self.reader)()
-            model, tokenizer, revision = config.load_model()
-            fabric = make_fabric(config.accelerator, config.precision)
-            model = fabric.setup_module(model).module.eval()
-            identity = reader_identity(self.reader, config)
-            self._loaded = LoadedReader(self.reader, model, tokenizer, revision, fabric, identity)
+            self._loaded = build_reader(self.reader, registry("reader").get(self.reader)())
         return self._loaded

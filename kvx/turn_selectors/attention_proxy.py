@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from kvx.checks import check_int
 from kvx.errors import ConfigError
+from kvx.ranking import top_k
 from kvx.turn_selectors.base import Turn, TurnSelector, Unsupported
 
 if TYPE_CHECKING:
@@ -55,11 +56,6 @@ def turn_scores(values: Sequence[float], token_turn: Sequence[int], n_turns: int
             sums[turn] += float(value)
             counts[turn] += 1
     return [s / c if c else 0.0 for s, c in zip(sums, counts)]
-
-
-def top_k(scores: Sequence[float], k: int) -> list[int]:
-    """Indices of the ``k`` highest scores; ties keep the earlier turn."""
-    return sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
 
 
 def attention_received(model: PreTrainedModel, input_ids: torch.Tensor) -> torch.Tensor:

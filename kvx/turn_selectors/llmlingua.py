@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from kvx.checks import check_number
 from kvx.errors import ConfigError
-from kvx.turn_selectors.attention_proxy import join_turns, token_turns, top_k, turn_scores
+from kvx.ranking import top_k
+from kvx.turn_selectors.attention_proxy import join_turns, token_turns, turn_scores
 from kvx.turn_selectors.base import Turn, TurnSelector, Unsupported
 
 if TYPE_CHECKING:

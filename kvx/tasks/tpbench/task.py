@@ -23,9 +23,9 @@ from kvx.tasks.dialogue_corpora import Dialogue
 from kvx.tasks.tpbench import prompts, scoring, text
 from kvx.tasks.tpbench.probes import Counts, Example, build
 from kvx.tasks.tpbench.reply import Reply, parse_reply
+from kvx.transforms.turns import SPEAKERS
 
 CORPORA = ("synthetic", "sgd", "multiwoz21")
-SPEAKERS = ("user", "system")
 
 
 @functools.lru_cache(maxsize=4)
