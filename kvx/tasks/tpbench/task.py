@@ -147,8 +147,8 @@ class _TPBench(Task):
         metrics = self._score(reply, meta)
         # sensitivity for readers that ignore the JSON format (small models): the same rule on the
         # raw reply text; the paper's scores above stay primary
-        text = reply if reply.parsed else Reply(answer.strip(), "", not answer.strip(), False)
-        lenient = self._score(text, meta)
+        raw = Reply(answer.strip(), "", not answer.strip(), False)
+        lenient = metrics if reply.parsed else self._score(raw, meta)
         metrics.update(lenient_strict=lenient["strict"], lenient_loose=lenient["loose"])
         kept = {s.id for s in source.parts() if s.role in SPEAKERS}
         details = {
