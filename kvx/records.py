@@ -79,6 +79,8 @@ _OPTIONAL = (
     "contrast",
     "transform",
     "compressed_text_sha256",
+    "reader_family",
+    "prompt_format",
     "seconds",
     "diagnostics",
     "category",
@@ -114,6 +116,8 @@ class Record:
     contrast: dict[str, str] | None = None
     transform: dict[str, Any] | None = None
     compressed_text_sha256: str | None = None
+    reader_family: str | None = None
+    prompt_format: str | None = None
     seconds: float | None = None
     diagnostics: dict[str, Any] | None = None
     category: dict[str, Any] | None = None

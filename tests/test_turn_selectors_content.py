@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from kvx.errors import ConfigError
+from kvx.lingua import offline_tiktoken
 from kvx.ranking import top_k
 from kvx.turn_selectors.attention_proxy import (
     AttentionProxy,
@@ -23,7 +24,6 @@ from kvx.turn_selectors.llmlingua import (
     LLMLINGUA2_MODEL,
     LLMLingua2,
     LongLLMLingua,
-    offline_tiktoken,
     parse_labels,
     word_offsets,
 )
@@ -274,7 +274,9 @@ def test_llmlingua2_with_a_local_label_model(tmp_path, monkeypatch):
     assert selector.select(turns, 3, "d") == picked
     # by hand: the labels of the whole dialogue, cut into turns by each turn's WordPiece word count
     text, _ = join_turns(turns)
-    result = selector._compressor.compress_prompt_llmlingua2([text], rate=0.5, return_word_label=True)
+    result = selector._load(use_llmlingua2=True).compress_prompt_llmlingua2(
+        [text], rate=0.5, return_word_label=True
+    )
     _, labels = parse_labels(result["fn_labeled_original_prompt"])
     assert 0 < sum(labels) < len(labels)
     tokenizer = BertTokenizerFast.from_pretrained(folder)

@@ -1,12 +1,16 @@
 """Reader-upgrade audit (ragscale sections 3, 6, 7 and Appendix A.4-A.6).
 
-For a task x compressor x setting with at least two readers, "raw" is each reader's FullCache
-answer and "compressed" its answer under the compressor, on the rows every reader answered
-(intersected, never imputed). It reports each reader's gain, the raw and compressed upgrade of
-the raw endpoint pair and of declared pairs, retention, excess flips over seeded row splits,
-rescue and damage, exact McNemar on pairs and the paired errors-in-variables correlation
-between raw score and gain. A text compressor must have handed every reader byte-identical
-evidence on every row (content hashes), or the audit of that panel is refused.
+For a task x evidence condition (text transform configuration) x compressor x setting with at
+least two readers, "raw" is each reader's FullCache answer on the supplied evidence and
+"compressed" its answer under the transform and compressor, on the rows every reader answered
+(intersected, never imputed). Every score the records carry is audited: ``correct``, ``score``
+and each task metric (``em``, ``f1``: ragscale's). It reports each reader's gain, the raw and
+compressed upgrade of the raw endpoint pair and of declared pairs, retention, excess flips over
+seeded row splits (the raw reversal rate is the raw-replay flip baseline), rescue and damage and
+exact McNemar (binary scores), and the paired errors-in-variables correlation between raw score
+and gain, with family-by-row intervals when the panel spans families. A text compressor must
+have handed every reader byte-identical evidence on every row (content hashes), or the audit of
+that panel is refused.
 """
 
 from __future__ import annotations
@@ -29,9 +33,21 @@ from kvx.aggregate.stats import (
     upgrade_interval,
 )
 
-PANEL = ["task", "compressor", "setting"]
-METRICS = {"correct": ("full_correct", "comp_correct"), "score": ("full_score", "comp_score")}
-READER_COLUMNS = [*PANEL, "metric", "reader", "n_rows", "raw_mean", "comp_mean", "gain", "rescue", "damage"]
+PANEL = ["task", "evidence", "compressor", "setting"]
+BASE_METRICS = {"correct": ("full_correct", "comp_correct"), "score": ("full_score", "comp_score")}
+READER_COLUMNS = [
+    *PANEL,
+    "metric",
+    "reader",
+    "family",
+    "prompt_format",
+    "n_rows",
+    "raw_mean",
+    "comp_mean",
+    "gain",
+    "rescue",
+    "damage",
+]
 PAIR_COLUMNS = [
     *PANEL,
     "metric",
@@ -74,8 +90,22 @@ PANEL_COLUMNS = [
     "eiv_non_psd_draws",
     "eiv_nonfinite_draws",
     "eiv_outside_unit_draws",
+    "n_families",
     "artifact_check",
 ]
+
+
+def metrics(rows: pd.DataFrame) -> dict[str, tuple[str, str]]:
+    """The scores to audit: correct, score, then each task metric both conditions carry."""
+    out = dict(BASE_METRICS)
+    for column in sorted(rows.columns):
+        if column.startswith("full_m.") and f"comp_m.{column[7:]}" in rows:
+            out[column[7:]] = (column, f"comp_m.{column[7:]}")
+    return out
+
+
+def _binary(values: np.ndarray) -> bool:
+    return bool(np.isin(values, (0.0, 1.0)).all())
 
 
 @dataclass
@@ -114,12 +144,16 @@ def audit(
     # two revisions of one reader are two readers here
     label = supported["reader"].where(revisions == 1, supported["reader"] + "@" + supported["revision"])
     supported = supported.assign(reader=label)
+    for column in ("evidence", "family", "prompt_format"):  # records from before these columns
+        if column not in supported:
+            supported = supported.assign(**{column: "none" if column == "evidence" else ""})
+    audited = metrics(supported)
     readers_out, pairs_out, panel_out, problems = [], [], [], []
     for keys, group in supported.groupby(PANEL, sort=True):
         names = sorted(group["reader"].unique())
         if len(names) < 2:
             continue
-        label = f"{keys[0]} x {keys[1]}@{keys[2]}"
+        label = f"{keys[0]} x {keys[1]} + {keys[2]}@{keys[3]}"
         base = dict(zip(PANEL, keys, strict=True))
         counts = group.groupby("row_id")["reader"].nunique()
         shared = counts[counts == len(names)].index
@@ -139,21 +173,26 @@ def audit(
         check = refused or (
             "identical text artifact" if group["text_hash"].notna().any() else "KV cache: no text artifact"
         )
-        for metric, (raw_col, comp_col) in METRICS.items():
+        about = group.groupby("reader")[["family", "prompt_format"]].first().loc[names]
+        for metric, (raw_col, comp_col) in audited.items():
             head = base | {"metric": metric}
+            size = {"n_readers": len(names), "n_families": about["family"].nunique()}
             if refused or group.empty:
-                panel_out.append(
-                    head | {"n_readers": len(names), "n_rows": len(shared), "artifact_check": check}
-                )
+                panel_out.append(head | size | {"n_rows": len(shared), "artifact_check": check})
                 continue
             raw = group.pivot(index="reader", columns="row_id", values=raw_col).loc[names].to_numpy(float)
             comp = group.pivot(index="reader", columns="row_id", values=comp_col).loc[names].to_numpy(float)
-            readers_out += _readers(head, names, raw, comp, binary=metric == "correct")
-            pairs_out += _pairs(head, names, raw, comp, declared, metric == "correct", n_boot, seed)
+            if not (np.isfinite(raw).all() and np.isfinite(comp).all()):
+                continue  # a metric some answers lack is not this task's metric: never imputed
+            binary = _binary(raw) and _binary(comp)
+            readers_out += _readers(head, about, raw, comp, binary)
+            pairs_out += _pairs(head, names, raw, comp, declared, binary, n_boot, seed)
+            families = list(about["family"])
             panel_out.append(
                 head
-                | _panel(raw, comp, metric == "correct", n_splits, n_boot, seed)
-                | {"n_readers": len(names), "n_rows": raw.shape[1], "artifact_check": check}
+                | _panel(raw, comp, binary, families, n_splits, n_boot, seed)
+                | size
+                | {"n_rows": raw.shape[1], "artifact_check": check}
             )
     return AuditTables(
         pd.DataFrame(readers_out, columns=READER_COLUMNS),
@@ -163,12 +202,14 @@ def audit(
     )
 
 
-def _readers(head: dict, names: list[str], raw: np.ndarray, comp: np.ndarray, binary: bool) -> list[dict]:
+def _readers(head: dict, about: pd.DataFrame, raw: np.ndarray, comp: np.ndarray, binary: bool) -> list[dict]:
     out = []
     transitions = rescue_damage_per_reader(raw == 1.0, comp == 1.0) if binary else None
-    for i, name in enumerate(names):
+    for i, (name, info) in enumerate(about.iterrows()):
         row = head | {
             "reader": name,
+            "family": info["family"],
+            "prompt_format": info["prompt_format"],
             "n_rows": raw.shape[1],
             "raw_mean": raw[i].mean(),
             "comp_mean": comp[i].mean(),
@@ -221,7 +262,15 @@ def _pairs(
     return out
 
 
-def _panel(raw: np.ndarray, comp: np.ndarray, binary: bool, n_splits: int, n_boot: int, seed: int) -> dict:
+def _panel(
+    raw: np.ndarray,
+    comp: np.ndarray,
+    binary: bool,
+    families: list[str],
+    n_splits: int,
+    n_boot: int,
+    seed: int,
+) -> dict:
     flips = excess_flips(raw, comp, n_splits=n_splits, seed=seed)
     out = {
         "excess_flips": _nan(flips.median),
@@ -237,7 +286,9 @@ def _panel(raw: np.ndarray, comp: np.ndarray, binary: bool, n_splits: int, n_boo
     if raw.shape[0] >= 3 and raw.shape[1] >= 2:  # a cross-reader covariance needs >= 3 readers
         gain = comp - raw
         eiv = eiv_correlation(raw, gain)
-        boot = eiv_bootstrap(raw, gain, n_boot=n_boot, seed=seed)
+        # family-by-row draws (ragscale) when the panel spans several families, else rows only
+        by_family = families if len(set(families)) > 1 else None
+        boot = eiv_bootstrap(raw, gain, n_boot=n_boot, seed=seed, families=by_family)
         out |= {
             "eiv_r": _nan(eiv.r_clipped),
             "eiv_r_unbounded": _nan(eiv.r_unbounded),

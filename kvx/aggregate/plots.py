@@ -151,7 +151,7 @@ def forest_plot(separation: pd.DataFrame, out: Path) -> list[Path]:
 
 
 def reader_scaling(audit_readers: pd.DataFrame, out: Path) -> list[Path]:
-    """ragscale Figure 2 per task x compressor x setting x metric: raw vs compressed reader score.
+    """ragscale Figure 2 per task x evidence x compressor x setting x metric: raw vs compressed score.
 
     Points above the diagonal gain under compression; a least-squares slope below 1 means the
     raw reader upgrade is attenuated. Groups with fewer than two valid readers are skipped.
@@ -159,14 +159,15 @@ def reader_scaling(audit_readers: pd.DataFrame, out: Path) -> list[Path]:
     if audit_readers.empty:
         return []
     paths = []
-    for key, group in _groups(audit_readers, ["task", "compressor", "setting", "metric"]):
+    columns = ["task", "evidence", "compressor", "setting", "metric"]
+    for key, group in _groups(audit_readers, [c for c in columns if c in audit_readers]):
         valid = group[np.isfinite(group["raw_mean"]) & np.isfinite(group["comp_mean"])]
         if len(valid) < 2:
             continue
-        task, compressor, setting, metric = key
+        *task, compressor, setting, metric = key
         fig, (ax,) = _figure(6.0, 6.0)
         _scaling(ax, valid)
-        ax.set_title(f"{task} · {compressor}@{setting} · {metric}", fontsize=10)
+        ax.set_title(f"{' · '.join(task)} · {compressor}@{setting} · {metric}", fontsize=10)
         paths.append(_save(fig, out / f"{_slug('scaling', *key)}.png"))
     return paths
 

@@ -85,8 +85,11 @@ def _transform_fields(record: dict[str, Any]) -> dict[str, Any]:
     name = flat.get("transform") or (record.get("transform") or {}).get("name") or "none"
     fraction = flat.get("transform.fraction") if str(name).startswith("turns:") else None
     which = flat.get("transform.which") if name == "delete_turns" else None
+    shown = ",".join(f"{k[10:]}={v}" for k, v in sorted(flat.items()) if k.startswith("transform."))
     return {
         "transform": str(name),
+        # one evidence condition per transform configuration (bm25_top_k[k=3] is not bm25_top_k[k=5])
+        "evidence": f"{name}[{shown}]" if shown else str(name),
         "turn_fraction": _number(fraction),
         "deletion": "" if which is None else str(which),
         "corpus": str(flat.get("task.corpus") or ""),
@@ -118,6 +121,8 @@ def project(
         "task": record["task"],
         "reader": reader,
         "revision": record["model_revision"],
+        "family": str(record.get("reader_family") or reader),  # unknown: a family of its own
+        "prompt_format": str(record.get("prompt_format") or ""),
         "split": record.get("split", ""),
         "compressor": record["compressor"],
         "ratio": ratio,

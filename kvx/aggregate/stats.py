@@ -7,6 +7,7 @@ instead of silently propagating NaN. Every random function takes ``seed`` and dr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -531,19 +532,36 @@ class EIVBootstrap:
 
 
 def eiv_bootstrap(
-    R: np.ndarray, D: np.ndarray, n_boot: int = 2000, seed: int = 0, level: float = 0.95
+    R: np.ndarray,
+    D: np.ndarray,
+    n_boot: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+    families: Sequence[str] | None = None,
 ) -> EIVBootstrap:
     """Row bootstrap of :func:`eiv_correlation`, recomputing the full nonlinear estimate per draw.
 
-    Draw ``k`` uses columns ``rng.integers(0, n_rows, n_rows)``. The interval uses the draws with
-    a finite correlation; draws without one are counted, not replaced.
+    Draw ``k`` uses columns ``rng.integers(0, n_rows, n_rows)``. With ``families`` (one label per
+    reader) each draw also resamples families with replacement, every reader of a drawn family
+    entering once per draw of it (ragscale's family-by-row interval: questions and the represented
+    reader families are both samples). The interval uses the draws with a finite correlation;
+    draws without one are counted, not replaced.
     """
     r, d = _paired_panels(R, D, ("R", "D"))
     _check_bootstrap(n_boot, level)
     rng = np.random.default_rng(seed)
     n = r.shape[1]
     corrected = []
-    for start in range(0, n_boot, _EIV_CHUNK):  # stacked draws: numpy work, not a Python loop per draw
+    if families is not None:
+        if len(families) != r.shape[0]:
+            raise ValueError(f"families has {len(families)} labels for {r.shape[0]} readers")
+        groups = [np.flatnonzero(np.asarray(families) == f) for f in sorted(set(families))]
+        for _ in range(n_boot):  # panels differ in size per draw: one numpy call each
+            cols = rng.integers(0, n, n)
+            members = np.concatenate([groups[g] for g in rng.integers(0, len(groups), len(groups))])
+            with np.errstate(divide="ignore", invalid="ignore"):  # one drawn reader: no variance
+                corrected.append(_corrected(r[members][:, cols][None], d[members][:, cols][None]))
+    for start in range(0, n_boot if families is None else 0, _EIV_CHUNK):  # stacked draws
         cols = np.stack([rng.integers(0, n, n) for _ in range(min(_EIV_CHUNK, n_boot - start))])
         corrected.append(_corrected(r[:, cols].transpose(1, 0, 2), d[:, cols].transpose(1, 0, 2)))
     m = np.concatenate(corrected)
@@ -560,7 +578,7 @@ def eiv_bootstrap(
         n_draws=n_boot,
         n_finite=int(finite.size),
         n_nonpositive_variance=int(nonpositive.sum()),
-        n_non_psd=int((np.linalg.eigh(m)[0][:, 0] < 0).sum()),
+        n_non_psd=int((np.linalg.eigh(m[np.isfinite(m).all(axis=(1, 2))])[0][:, 0] < 0).sum()),
         n_nonfinite=int((~is_finite).sum()),
         n_outside_unit=int((np.abs(corr[is_finite]) > 1).sum()),
     )

@@ -188,6 +188,8 @@ class Engine:
         base = {
             "task": cell.task_name,
             "reader": reader.label or reader.name,
+            "reader_family": reader.family,
+            "prompt_format": reader.prompt_format,
             "model_revision": reader.revision,
             "compressor": cell.press_name,
             "seed": cell.seed,

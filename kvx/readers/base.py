@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import hashlib
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -52,11 +54,23 @@ class LoadedReader:
     identity: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: the reader as records and tables name it (``hf:<model id>``, ``smollm2``)
     label: str = ""
+    #: the model family the audit's family-by-row bootstrap resamples (``qwen``, ``gemma``)
+    family: str = ""
 
     def __post_init__(self) -> None:
         # a reader built by hand (tests, scripts) is identified by its name and revision
         self.identity = self.identity or {"name": self.name, "fields": {}, "revision": self.revision}
         self.label = self.label or self.name
+        self.family = self.family or self.label
+
+    @property
+    def prompt_format(self) -> str:
+        """How prompts are rendered: the tokenizer's chat template (by hash) or plain text."""
+        template = self.tokenizer.chat_template
+        if template is None:
+            return "plain"
+        text = template if isinstance(template, str) else json.dumps(template, sort_keys=True)
+        return f"chat_template:{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
     @functools.cached_property
     def key(self) -> str:
@@ -143,6 +157,10 @@ class Reader(ABC):
         """How records and tables name this reader (subclasses add the model id)."""
         return name
 
+    def family(self, name: str) -> str:
+        """The model family (maker and line) for family-level resampling; the name by default."""
+        return name
+
 
 _IDENTITIES: dict[str, dict[str, Any]] = {}
 
@@ -197,7 +215,8 @@ def build_reader(name: str, reader: Reader) -> LoadedReader:
     model = fabric.setup_module(model).module  # moves and converts in place
     model.eval()
     identity = reader_identity(name, reader)
-    return LoadedReader(name, model, tokenizer, revision, fabric, identity, reader.label(name))
+    label = reader.label(name)
+    return LoadedReader(name, model, tokenizer, revision, fabric, identity, label, reader.family(name))
 
 
 @contextlib.contextmanager

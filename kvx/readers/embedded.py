@@ -113,6 +113,9 @@ class SmolLM2(Reader):
     accelerator: str = "cpu"
     precision: str = "32-true"
 
+    def family(self, name: str) -> str:
+        return "smollm"
+
     def fingerprint(self) -> dict[str, str]:
         return {"revision": REVISION}  # the pinned GGUF fixes the weights and the chat template
 

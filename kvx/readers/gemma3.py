@@ -176,6 +176,9 @@ class Gemma3(Reader):
     accelerator: str = "cpu"
     precision: str = "32-true"
 
+    def family(self, name: str) -> str:
+        return "gemma"
+
     def fingerprint(self) -> dict[str, str]:
         return {"revision": REVISION}  # the pinned GGUF fixes the weights; kvx rebuilds the tokenizer
 

@@ -45,6 +45,19 @@ class HFReader(Reader):
     def label(self, name: str) -> str:
         return f"{name}:{self.model_id}"
 
+    def family(self, name: str) -> str:
+        """The hub organisation (``Qwen/Qwen3-8B`` -> ``qwen``); a local folder's ``model_type``.
+        ``python -m kvx.aggregate --family READER=FAMILY`` overrides either."""
+        folder = Path(self.model_id)
+        config = folder / "config.json"
+        if folder.is_dir():
+            return (
+                str(json.loads(config.read_text()).get("model_type") or folder.name)
+                if config.is_file()
+                else folder.name
+            )
+        return self.model_id.split("/", 1)[0].lower()
+
     def fingerprint(self) -> dict[str, str]:
         folder = Path(self.model_id)
         if folder.is_dir():

@@ -24,16 +24,9 @@ from typing import Any, ClassVar
 from kvx.errors import ConfigError
 from kvx.tasks.base import CountTokens, Score, Segment, Source, Task
 from kvx.tasks.jsonl import load_rows, seeded_order
+from kvx.tasks.rag import INSTRUCTION, pool_segments, raw_policy
 from kvx.tasks.ruler import require_ruler_data, ruler_data_file
 from kvx.tasks.scoring import containment, exact_match, normalize_answer, token_f1
-
-INSTRUCTION = (
-    "Answer the question based on the given documents. "
-    "Only give me the answer and do not output any other words."
-)
-
-
-PREAMBLE = f"{INSTRUCTION}\n\nThe following are given documents."
 
 
 def hotpot_segments(
@@ -41,21 +34,10 @@ def hotpot_segments(
 ) -> tuple[list[Segment], dict[str, list[tuple[int, int] | None]]]:
     """RULER-layout segments (the preamble, then one per document, joined by a blank line) and,
     per title (first occurrence), each sentence's stripped span in the joined context or None."""
-    segments = [Segment("preamble", PREAMBLE, role="instruction")]
-    offset = len(PREAMBLE) + 2
+    segments, per_passage = pool_segments([(title, sentences) for title, sentences in paragraphs])
     spans: dict[str, list[tuple[int, int] | None]] = {}
-    for number, (title, sentences) in enumerate(paragraphs, 1):
-        text = f"Document {number}:\n{title}\n"
-        sentence_spans: list[tuple[int, int] | None] = []
-        for sentence in sentences:
-            lead = len(sentence) - len(sentence.lstrip())
-            stripped = sentence.strip()
-            start = offset + len(text) + lead
-            sentence_spans.append((start, start + len(stripped)) if stripped else None)
-            text += sentence
+    for (title, _), sentence_spans in zip(paragraphs, per_passage, strict=True):
         spans.setdefault(title, sentence_spans)
-        segments.append(Segment(f"doc{number}", text, role="passage", title=title))
-        offset += len(text) + 2
     return segments, spans
 
 
@@ -72,8 +54,17 @@ class HotpotQA(Task):
         if not self.path:
             require_ruler_data("task=hotpotqa", "hotpotqa.json")
 
+    def manifest(self, n: int, seed: int) -> dict[str, Any]:
+        """The raw policy (ragscale: all ten paragraphs in their supplied order) and the file read."""
+        rows = load_rows(self._file())
+        sizes = sorted({len(rows[i]["context"]) for i in seeded_order(len(rows), n, seed)})
+        return {"file": self._file(), "raw_policy": [raw_policy(0, size) for size in sizes]}
+
+    def _file(self) -> str:
+        return self.path or str(ruler_data_file("hotpotqa.json"))
+
     def sources(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> list[Source]:
-        rows = load_rows(self.path or str(ruler_data_file("hotpotqa.json")))
+        rows = load_rows(self._file())
         out = []
         for index in seeded_order(len(rows), n, seed):
             row = rows[index]

