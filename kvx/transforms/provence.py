@@ -1,0 +1,64 @@
+"""Provence (Chirkova et al., 2025): query-aware context pruning by a DeBERTa reranker-pruner, for
+users with a model hub.
+
+Each passage is pruned by the model's own ``process(question, passage)`` (its hub repository ships
+that code, so ``transform.trust_remote_code=true`` must allow it); passages pruned to nothing are
+dropped, the rest kept in supplied order. Offline every row is ``Unsupported``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from kvx.checks import check_number
+from kvx.errors import ConfigError, Unsupported
+from kvx.hub import check_model, hub_model
+from kvx.tasks.base import Segment, Source
+from kvx.transforms.base import Transform, query
+from kvx.transforms.extractive import header
+
+MODEL = "naver/provence-reranker-debertav3-v1"
+
+
+def _load(model: str, trust_remote_code: bool) -> Any:
+    from transformers import AutoModel
+
+    return AutoModel.from_pretrained(model, trust_remote_code=trust_remote_code).eval()
+
+
+@dataclass
+class Provence(Transform):
+    """``transform=provence transform.trust_remote_code=true transform.threshold=0.1``."""
+
+    threshold: float = 0.1
+    model: str = MODEL
+    trust_remote_code: bool = False
+
+    def validate(self) -> None:
+        check_number("transform.threshold", self.threshold, 0.0, 1.0)
+        check_model("transform.model", self.model)
+        if self.trust_remote_code is not True:
+            raise ConfigError(
+                "transform=provence runs the pruning code shipped in the model's repository: "
+                "set transform.trust_remote_code=true to allow it"
+            )
+
+    def apply(self, source: Source) -> Sequence[Segment]:
+        parts = source.parts()
+        if not any(s.role == "passage" for s in parts):
+            raise Unsupported(f"source {source.id} has no passage segments to prune")
+        model = hub_model("Provence", self.model, partial(_load, trust_remote_code=self.trust_remote_code))
+        out = []
+        for segment in parts:
+            if segment.role != "passage":
+                out.append(segment)
+                continue
+            body = segment.text.removeprefix(header(segment))
+            pruned = model.process(query(source), body, threshold=self.threshold, always_select_title=False)
+            text = str(pruned["pruned_context"]).strip()
+            if text:
+                out.append(Segment(segment.id, header(segment) + text, segment.role, segment.title))
+        return out
