@@ -4,6 +4,8 @@ python -m kvx.aggregate                          # every finished cell in output
 python -m kvx.aggregate --sweep latest           # only the most recent sweep
 python -m kvx.aggregate --records DIR            # record files produced anywhere
 python -m kvx.aggregate --strict                 # exit 1 on any validation problem
+python -m kvx.aggregate --swap bm25_top_k:dense_top_k   # also audit one evidence condition against another
+python -m kvx.aggregate --scores scores.csv      # audit precomputed per-row, per-reader scores
 """
 
 from __future__ import annotations
@@ -29,8 +31,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     src.add_argument(
         "--records", action="append", type=Path, help="directory of record files instead of a store"
     )
+    src.add_argument(
+        "--scores",
+        action="append",
+        type=Path,
+        help="CSV/JSONL of per-row, per-reader raw_/comp_ scores to audit instead (kvx.aggregate.scores)",
+    )
     p.add_argument("--out", type=Path, help="output directory (default: outputs/aggregate/<time>)")
     p.add_argument("--pair", action="append", default=[], help="declared reader upgrade A:B for the audit")
+    p.add_argument(
+        "--swap",
+        action="append",
+        default=[],
+        help="audit evidence condition B against A (A:B, e.g. a retriever swap bm25_top_k:dense_top_k)",
+    )
+    p.add_argument(
+        "--family",
+        action="append",
+        default=[],
+        help="READER=FAMILY: the reader's model family for family-by-row intervals (repeatable)",
+    )
     p.add_argument("--splits", type=int, default=5000, help="row splits for excess flips (default 5000)")
     p.add_argument("--boot", type=int, default=2000, help="bootstrap draws per interval (default 2000)")
     p.add_argument("--seed", type=int, default=20260821, help="seed of every resampling (default 20260821)")
@@ -46,9 +66,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("splits", "boot"):
         if getattr(args, name) < 1:
             p.error(f"--{name}={getattr(args, name)} must be a positive integer")
-    for pair in args.pair:
-        if pair.count(":") != 1 or "" in pair.split(":"):
-            p.error(f"--pair {pair!r} must be READER_A:READER_B")
+    for flag, pairs, form in (("pair", args.pair, "READER_A:READER_B"), ("swap", args.swap, "A:B")):
+        for pair in pairs:
+            if pair.count(":") != 1 or "" in pair.split(":"):
+                p.error(f"--{flag} {pair!r} must be {form}")
+    for item in args.family:
+        if item.count("=") != 1 or "" in item.split("="):
+            p.error(f"--family {item!r} must be READER=FAMILY")
+    inputs = [name for name in ("records", "scores") if getattr(args, name)]
+    if len(inputs) > 1 or (args.scores and (args.sweep or args.experiment)):
+        p.error("give one input: an MLflow store (--sweep/--experiment), --records or --scores")
     if args.records and (args.sweep or args.experiment):
         p.error("--records reads files; --sweep/--experiment select runs of an MLflow store")
     return args
@@ -56,6 +83,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def build_source(args: argparse.Namespace) -> tuple[Source, str | None]:
     """The source and the tracking URI the report is logged to (None: do not log)."""
+    if args.scores:
+        from kvx.aggregate.scores import ScoresSource
+
+        return ScoresSource(args.scores), args.tracking_uri
     if args.records:
         return DirectorySource(args.records), args.tracking_uri
     uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
@@ -75,10 +106,21 @@ def main(argv: list[str] | None = None) -> int:
         n_boot=args.boot,
         seed=args.seed,
         pairs=[tuple(p.split(":")) for p in args.pair],  # type: ignore[misc]
+        swaps=[tuple(p.split(":")) for p in args.swap],  # type: ignore[misc]
+        families=dict(item.split("=") for item in args.family),
         export=args.export_records,
         progress=not args.quiet,
     )
-    result = analyse(source, options)
+    if args.scores:
+        from kvx.aggregate.scores import audit_scores
+
+        try:
+            result = audit_scores(args.scores, options)
+        except (FileNotFoundError, ValueError) as exc:
+            print(f"kvx.aggregate: {exc}", file=sys.stderr)
+            return 2
+    else:
+        result = analyse(source, options)
     out = args.out or Path("outputs") / "aggregate" / time.strftime("%Y%m%d-%H%M%S")
     from kvx.aggregate.publish import publish
 

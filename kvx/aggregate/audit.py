@@ -97,11 +97,18 @@ PANEL_COLUMNS = [
 
 def metrics(rows: pd.DataFrame) -> dict[str, tuple[str, str]]:
     """The scores to audit: correct, score, then each task metric both conditions carry."""
-    out = dict(BASE_METRICS)
+    out = {name: cols for name, cols in BASE_METRICS.items() if set(cols) <= set(rows.columns)}
     for column in sorted(rows.columns):
         if column.startswith("full_m.") and f"comp_m.{column[7:]}" in rows:
             out[column[7:]] = (column, f"comp_m.{column[7:]}")
     return out
+
+
+def with_families(rows: pd.DataFrame, families: dict[str, str]) -> pd.DataFrame:
+    """Rows with the user's reader -> family mapping applied over what the records say."""
+    if not families or rows.empty:
+        return rows
+    return rows.assign(family=rows["reader"].map(families).fillna(rows["family"]))
 
 
 def _binary(values: np.ndarray) -> bool:

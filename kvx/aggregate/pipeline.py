@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from kvx.aggregate.audit import audit
+from kvx.aggregate.audit import audit, with_families
 from kvx.aggregate.cells import label_cells, with_varying
 from kvx.aggregate.contrast import contrast
 from kvx.aggregate.intervention import intervention
@@ -23,6 +23,7 @@ from kvx.aggregate.problems import Problem
 from kvx.aggregate.rows import with_ids
 from kvx.aggregate.separation import separation
 from kvx.aggregate.sources import CONTROL_SUFFIX, Batch, Source
+from kvx.aggregate.swap import swapped
 from kvx.aggregate.tpbench import tpbench_tables
 from kvx.aggregate.validation import Validated, check_batch, cross_check
 
@@ -35,6 +36,9 @@ class Options:
     n_boot: int = 2000  # bootstrap draws for every interval
     seed: int = 20260821  # ragscale's primary analysis seed
     pairs: list[tuple[str, str]] = field(default_factory=list)  # declared reader upgrades a -> b
+    #: evidence swaps audited like compressors: raw = condition a's answers, compressed = b's
+    swaps: list[tuple[str, str]] = field(default_factory=list)
+    families: dict[str, str] = field(default_factory=dict)  # reader -> model family, over the records'
     export: Path | None = None  # also write every batch as a record directory
     progress: bool = True
 
@@ -83,7 +87,13 @@ def analyse(source: Source, options: Options) -> Result:
         tables["intervention"] = intervention(rows, options.n_boot, options.seed)
         tables["contrast"] = contrast(rows, validated.contrasts)
         tables.update(tpbench_tables(rows, options.n_boot, options.seed, validated.cells))  # none without
-        audited = audit(rows, options.pairs, options.n_splits, options.n_boot, options.seed)
+        audit_rows = [rows]
+        for before, after in options.swaps:
+            swap, found = swapped(rows, before, after)
+            audit_rows.append(swap)
+            validated.problems.extend(found)
+        audit_frame = with_families(pd.concat(audit_rows, ignore_index=True), options.families)
+        audited = audit(audit_frame, options.pairs, options.n_splits, options.n_boot, options.seed)
         tables["audit_readers"], tables["audit_pairs"], tables["audit_panel"] = (
             audited.readers,
             audited.pairs,
