@@ -137,19 +137,23 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "audit",
         "Reader-upgrade audit",
-        "Every reader answers the same rows uncompressed (raw = its FullCache answer) and under the same "
-        "compressor setting; a text compressor must have given every reader byte-identical evidence "
-        "(artifact_check, else the panel is refused). Only rows that every reader completed count "
-        "(n_rows). gain = compressed − raw mean; rescue = "
-        "raw-wrong answers made right, damage = raw-correct answers made wrong. For a reader pair, "
+        "Every reader answers the same rows on the raw evidence (raw = its FullCache answer on the supplied "
+        "pool) and under the same evidence condition (a text compressor's artifact, a KV press, or an "
+        "evidence swap 'A -> B' from --swap, where raw is condition A). A text compressor must have given "
+        "every reader byte-identical evidence (artifact_check, else the panel is refused). Only rows that "
+        "every reader completed count (n_rows). Each score the records carry is a metric: correct, score "
+        "and the task's own (em and f1 for RAG tasks). gain = compressed − raw mean; rescue = raw-wrong "
+        "answers made right, damage = raw-correct answers made wrong (binary metrics). For a reader pair, "
         "retention = comp_upgrade / raw_upgrade ('endpoints' = lowest vs highest raw reader, 'declared' = "
-        "pairs named in the configuration), with exact McNemar p-values under each evidence. excess_flips = "
-        "compressed minus raw reversal rate of eligible_pairs across random row halves; eiv_r is the "
-        "errors-in-variables corrected correlation of raw score with gain (negative: lower readers gain "
-        "more). In the plot the dashed diagonal is raw = compressed and rings mark the endpoint readers.",
+        "--pair), with exact McNemar p-values under each evidence. excess_flips = compressed minus raw "
+        "reversal rate of eligible_pairs across random row halves (raw_reversal is the raw-replay flip "
+        "baseline); eiv_r is the errors-in-variables corrected correlation of raw score with gain "
+        "(negative: lower readers gain more), its interval resampling reader families with rows when the "
+        "panel spans n_families > 1. In the plot the dashed diagonal is raw = compressed and rings mark "
+        "the endpoint readers.",
         ("reader_scaling",),
         ("audit_readers", "audit_pairs", "audit_panel"),
-        "no reader-upgrade audit (needs two or more readers sharing a task, compressor and setting)",
+        "no reader-upgrade audit (needs two or more readers sharing a task, evidence condition and setting)",
     ),
 )
 
