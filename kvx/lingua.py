@@ -91,7 +91,7 @@ def _legacy_cache(model: Any) -> None:
                 cache.update(keys, values, layer)
             past_key_values = cache
         out = forward(*args, past_key_values=past_key_values, **kwargs)
-        if isinstance(out.past_key_values, DynamicCache):
+        if isinstance(getattr(out, "past_key_values", None), DynamicCache):
             out.past_key_values = [[layer.keys, layer.values] for layer in out.past_key_values.layers]
         return out
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import run_kvx
 
 from kvx.aggregate.__main__ import main
 from kvx.aggregate.pipeline import Options, analyse
@@ -445,14 +444,7 @@ def test_aggregate_of_a_tiny_tpbench_run(tmp_path: Path) -> None:
         ["task=tpbench_p3", "press=snapkv", "ratio=0.7", "diagnostics=[]"],
     ]
     for args in runs:
-        done = subprocess.run(
-            [sys.executable, "-m", "kvx", "-m", *args, *common],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
+        run_kvx(tmp_path, *args, *common)
     out = tmp_path / "agg"
     uri = f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}"
     args = ["--tracking-uri", uri, "--out", str(out), "--no-log", "--quiet", "--boot", "50", "--splits", "50"]

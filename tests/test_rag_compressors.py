@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import save_tiny_bert
 
 from kvx.errors import ConfigError, Unsupported
 from kvx.tasks.base import Segment, Source
@@ -44,23 +45,7 @@ def source(question: str = "Which city is the capital of Germany?") -> Source:
 @pytest.fixture(scope="module")
 def bert(tmp_path_factory):
     """A tiny random BERT encoder folder (WordPiece over the pool's words)."""
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
-    folder = tmp_path_factory.mktemp("bert")
-    (folder / "vocab.txt").write_text(
-        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n"
-    )
-    BertTokenizerFast(str(folder / "vocab.txt"), do_lower_case=False).save_pretrained(folder)
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(WORDS) + 5,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-    )
-    BertModel(config).save_pretrained(folder)
-    return str(folder)
+    return save_tiny_bert(tmp_path_factory.mktemp("bert"), WORDS)
 
 
 @pytest.fixture(scope="module")

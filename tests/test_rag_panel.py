@@ -5,12 +5,11 @@ kvx.aggregate`` audits the panel, and refuses it once one reader got a different
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import run_kvx
 
 from kvx.aggregate.__main__ import main
 
@@ -38,14 +37,7 @@ def hotpot_file(folder: Path) -> str:
 
 
 def sweep(folder: Path, *args: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "kvx", "-m", *args, *COMMON],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_kvx(folder, *args, *COMMON)
 
 
 def audit_panel(folder: Path, out: Path) -> pd.DataFrame:

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from helpers import save_tiny_bert
 
 from kvx.errors import ConfigError
 from kvx.lingua import offline_tiktoken
@@ -246,25 +247,12 @@ def test_llmlingua2_offline_is_unsupported(tmp_path, monkeypatch):
 
 
 def test_llmlingua2_with_a_local_label_model(tmp_path, monkeypatch):
-    from transformers import BertConfig, BertForTokenClassification, BertTokenizerFast
+    from transformers import BertForTokenClassification, BertTokenizerFast
 
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "tiktoken"))
     folder = tmp_path / "tiny-bert-base-multilingual-cased"  # llmlingua picks its word rules by name
-    folder.mkdir()
     words = sorted({w.strip(".,?!") for text in DIALOGUE for w in text.split()} | set(".,?!"))
-    (folder / "vocab.txt").write_text(
-        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n"
-    )
-    BertTokenizerFast(str(folder / "vocab.txt"), do_lower_case=False).save_pretrained(folder)
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(words) + 5,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-    )
-    BertForTokenClassification(config).save_pretrained(folder)
+    save_tiny_bert(folder, words, BertForTokenClassification)
 
     turns = as_turns(DIALOGUE)
     selector = LLMLingua2(model=str(folder))

@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvx.checks import check_number
-from kvx.errors import Unsupported
 from kvx.hub import check_model, hub_model
 from kvx.tasks.base import Segment, Source
 from kvx.transforms.base import Transform, query
-from kvx.transforms.extractive import header, sentences
+from kvx.transforms.extractive import rewrite_passages, sentences
 
 MODEL = "doubleyyh/exit-gemma-2b"
 PROMPT = (
@@ -44,19 +43,12 @@ class Exit(Transform):
         check_model("transform.model", self.model)
 
     def apply(self, source: Source) -> Sequence[Segment]:
-        parts = source.parts()
-        if not any(s.role == "passage" for s in parts):
-            raise Unsupported(f"source {source.id} has no passage segments to compress")
-        out = []
-        for segment in parts:
-            if segment.role != "passage":
-                out.append(segment)
-                continue
-            body = segment.text.removeprefix(header(segment))
-            kept = [s for s in sentences(body) if self.p_yes(query(source), body, s) >= self.threshold]
-            if kept:
-                out.append(Segment(segment.id, header(segment) + " ".join(kept), segment.role, segment.title))
-        return out
+        question = query(source)
+
+        def keep(body: str) -> str:
+            return " ".join(s for s in sentences(body) if self.p_yes(question, body, s) >= self.threshold)
+
+        return rewrite_passages(source, keep)
 
     def p_yes(self, question: str, context: str, sentence: str) -> float:
         """P("Yes") against P("No") for the next token after the classification prompt."""

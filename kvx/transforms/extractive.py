@@ -10,7 +10,7 @@ passage's title line. Passages with no kept sentence are dropped; instructions a
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kvx.checks import check_int
@@ -71,3 +71,20 @@ def header(segment: Segment) -> str:
     """The passage's leading "Document n:\n<title>\n" lines (HotpotQA's layout), kept with its sentences."""
     match = re.match(r"(Document \d+:\n[^\n]*\n)", segment.text)
     return match.group(1) if match else ""
+
+
+def rewrite_passages(source: Source, rewrite: Callable[[str], str]) -> list[Segment]:
+    """Each passage's body (after its header) replaced by ``rewrite(body)``, in supplied order;
+    passages rewritten to nothing are dropped, other segments kept (per-passage pruners)."""
+    parts = source.parts()
+    if not any(s.role == "passage" for s in parts):
+        raise Unsupported(f"source {source.id} has no passage segments to compress")
+    out = []
+    for segment in parts:
+        if segment.role != "passage":
+            out.append(segment)
+            continue
+        text = rewrite(segment.text.removeprefix(header(segment))).strip()
+        if text:
+            out.append(Segment(segment.id, header(segment) + text, segment.role, segment.title))
+    return out

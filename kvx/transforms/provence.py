@@ -18,7 +18,7 @@ from kvx.errors import ConfigError, Unsupported
 from kvx.hub import check_model, hub_model
 from kvx.tasks.base import Segment, Source
 from kvx.transforms.base import Transform, query
-from kvx.transforms.extractive import header
+from kvx.transforms.extractive import rewrite_passages
 
 MODEL = "naver/provence-reranker-debertav3-v1"
 
@@ -47,18 +47,13 @@ class Provence(Transform):
             )
 
     def apply(self, source: Source) -> Sequence[Segment]:
-        parts = source.parts()
-        if not any(s.role == "passage" for s in parts):
+        if not any(s.role == "passage" for s in source.parts()):
             raise Unsupported(f"source {source.id} has no passage segments to prune")
         model = hub_model("Provence", self.model, partial(_load, trust_remote_code=self.trust_remote_code))
-        out = []
-        for segment in parts:
-            if segment.role != "passage":
-                out.append(segment)
-                continue
-            body = segment.text.removeprefix(header(segment))
-            pruned = model.process(query(source), body, threshold=self.threshold, always_select_title=False)
-            text = str(pruned["pruned_context"]).strip()
-            if text:
-                out.append(Segment(segment.id, header(segment) + text, segment.role, segment.title))
-        return out
+        question = query(source)
+
+        def prune(body: str) -> str:
+            out = model.process(question, body, threshold=self.threshold, always_select_title=False)
+            return str(out["pruned_context"])
+
+        return rewrite_passages(source, prune)
