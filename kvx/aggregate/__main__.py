@@ -148,7 +148,25 @@ def _summary(result: Result, report: Path, seconds: float) -> None:
         print(f"  [{p.severity}] {p.check}: {p.run} {p.key} {p.message}".rstrip())
     if len(result.problems) > 10:
         print(f"  ... {len(result.problems) - 10} more in problems.csv")
+    _audit_headlines(result)
     print(f"report: {report}")
+
+
+def _audit_headlines(result: Result) -> None:
+    """The endpoint upgrade of each audited panel on its first metric (em where the task has it)."""
+    pairs = result.tables.get("audit_pairs")
+    if pairs is None or pairs.empty:
+        return
+    ends = pairs[pairs["kind"] == "endpoints"]
+    for _, panel in ends.groupby(["task", "evidence", "compressor", "setting"], sort=True):
+        row = panel[panel["metric"] == "em"].iloc[0] if (panel["metric"] == "em").any() else panel.iloc[0]
+        retention = "N/A" if row.isna()["retention"] else f"{100 * row['retention']:.0f}%"
+        where = f"{row['task']} x {row['evidence']} + {row['compressor']}@{row['setting']}"
+        print(
+            f"  audit {where} ({row['metric']}): {row['reader_a']} -> {row['reader_b']} "
+            f"raw {100 * row['raw_upgrade']:+.1f} pp, compressed {100 * row['comp_upgrade']:+.1f} pp, "
+            f"retention {retention}"
+        )
 
 
 if __name__ == "__main__":
