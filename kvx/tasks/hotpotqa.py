@@ -24,9 +24,8 @@ from typing import Any, ClassVar
 from kvx.errors import ConfigError
 from kvx.tasks.base import CountTokens, Score, Segment, Source, Task
 from kvx.tasks.jsonl import load_rows, seeded_order
-from kvx.tasks.rag import INSTRUCTION, pool_segments, raw_policy
+from kvx.tasks.rag import INSTRUCTION, pool_segments, raw_policy, score_rag
 from kvx.tasks.ruler import require_ruler_data, ruler_data_file
-from kvx.tasks.scoring import containment, exact_match, normalize_answer, token_f1
 
 
 def hotpot_segments(
@@ -100,5 +99,4 @@ class HotpotQA(Task):
     def evaluate(self, answer: str, source: Source) -> Score:
         """KVDiagnosis containment as the score; HotpotQA's official EM and token F1 beside it
         (ragscale's metrics)."""
-        metrics = {"em": exact_match(answer, source.answers), "f1": token_f1(answer, source.answers)}
-        return Score.of(containment(answer, source.answers), normalize_answer(answer), metrics=metrics)
+        return score_rag(answer, source)

@@ -18,6 +18,7 @@ as SQuAD v2 scores one (only an empty answer is right) when kept (``task.unanswe
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,9 +138,9 @@ class PoolTask(Task):
     def validate(self) -> None:
         check_int("task.raw_k", self.raw_k, 0)
 
+    @abstractmethod
     def rows(self) -> list[PoolRow]:
         """Every usable row in file order (after the unanswerable policy)."""
-        raise NotImplementedError
 
     def split(self, n: int, seed: int) -> list[PoolRow]:
         rows = self.rows()
