@@ -3,6 +3,7 @@ and replayed byte-identically to every reader of a panel and to later processes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import ClassVar
@@ -82,3 +83,38 @@ def test_an_edited_artifact_is_refused_not_replayed(tmp_path, tiny):
     refused = [r for r in records if r.status == "error"]
     assert len(refused) == 1 and "fails its sha256 check" in refused[0].reason
     assert all(r.status == "supported" for r in records if r not in refused)
+
+
+def test_readers_that_measure_the_prompt_differently_share_one_artifact_per_row(tmp_path, tiny):
+    """RAG tasks record the prompt's length in the reader's tokens; the artifact key must not see it."""
+    from kvx.tasks.rag import RagJsonl
+
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"Who is {i}?",
+            "answers": [f"n{i}"],
+            "candidates": [
+                {"id": f"p{j}", "title": f"T{j}", "text": f"Passage {j} of row {i}."} for j in range(4)
+            ],
+        }
+        for i in range(3)
+    ]
+    path = tmp_path / "pools.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    other = load_reader("tiny", TinyLlama(num_hidden_layers=3, seed=1))
+    other.count_tokens = lambda text: len(text) // 3  # another tokenizer: other prompt_tokens
+    engine = Engine(tmp_path / "outputs", 2**28)
+    CountingKeepFirst.calls = 0
+    hashes = []
+    for reader in (tiny, other):
+        task_cell = dataclasses.replace(
+            cell(CountingKeepFirst()), task_name="rag_jsonl", task=RagJsonl(path=str(path))
+        )
+        records = engine.run_cell(task_cell, reader, progress=False)
+        hashes.append([r.compressed_text_sha256 for r in records])
+    prompt_tokens = [
+        {s.metadata["prompt_tokens"] for s in engine.sources(task_cell, r)} for r in (tiny, other)
+    ]
+    assert prompt_tokens[0] != prompt_tokens[1]  # the sources' digests differ ...
+    assert CountingKeepFirst.calls == 3 and hashes[0] == hashes[1]  # ... the artifacts do not

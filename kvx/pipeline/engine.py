@@ -146,7 +146,8 @@ class Engine:
         transforms that use it), with a manifest of what produced it."""
         if cell.transform.identity:
             return None
-        scope = {"transform": identity.transform, "pool_sha256": source.digest()}
+        # the row's pool as every reader sees it: one artifact per row across a panel
+        scope = {"transform": identity.transform, "pool_sha256": source.digest(reader_free=True)}
         if cell.transform.uses_reader:
             scope["reader"] = reader.key
         key = control_key(**scope)

@@ -28,6 +28,10 @@ class Segment:
     title: str = ""
 
 
+#: metadata keys tasks fill with reader-tokenizer measurements (the prompt's length in its tokens)
+READER_MEASURED = ("prompt_tokens",)
+
+
 @dataclass(frozen=True)
 class Source:
     """One task prompt. ``evidence`` holds (start, end) character offsets into ``context``.
@@ -72,9 +76,13 @@ class Source:
             offset += len(segment.text) + len(self.separator)
         return spans
 
-    def digest(self) -> str:
-        """Content hash: two sources with the same text, answers and evidence hash alike."""
+    def digest(self, reader_free: bool = False) -> str:
+        """Content hash: two sources with the same text, answers and evidence hash alike.
+        ``reader_free``: without what tasks measure with the reader's tokenizer (``READER_MEASURED``
+        metadata), so one row has one hash for every reader of a panel (text artifacts are keyed by it)."""
         payload = asdict(self)
+        if reader_free:
+            payload["metadata"] = {k: v for k, v in self.metadata.items() if k not in READER_MEASURED}
         if not self.segments:  # plain documents hash as they did before segments existed
             del payload["segments"], payload["separator"]
         if not self.system:  # nor before system prompts existed
