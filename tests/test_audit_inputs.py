@@ -163,3 +163,22 @@ def test_family_by_row_bootstrap_resamples_families():
     assert single.n_finite + single.n_nonfinite == 50
     with pytest.raises(ValueError, match="families has 3 labels for 4 readers"):
         eiv_bootstrap(raw, gain, n_boot=10, families=["a", "b", "c"])
+
+
+def test_tied_raw_readers_have_no_endpoint_pair():
+    rows = swap_rows()
+    rows = rows[rows.evidence.str.startswith("bm25")].assign(full_correct=1.0, full_score=1.0)
+    tables = audit(rows, [], 50, 50, 1)
+    assert tables.pairs.query("kind == 'endpoints'").empty  # not a reader paired with itself
+    assert len(tables.readers.query("metric == 'correct'")) == 3
+
+
+def test_a_varying_split_size_is_its_own_matrix_column():
+    from kvx.aggregate.cells import with_varying
+
+    matrix = pd.DataFrame({"task": ["t", "t"], "reader": ["r", "r"], "compressor": ["a", "b"]})
+    matrix = matrix.assign(setting="-", n_sources=[100, 50])
+    rows = matrix.assign(cell_id=["c1", "c2"])
+    cells = {"c1": {"n_sources": 100}, "c2": {"n_sources": 50}}
+    out = with_varying(matrix, rows, cells, ["n_sources"])
+    assert list(out["cell.n_sources"]) == ["100", "50"] and list(out["n_sources"]) == [100, 50]

@@ -240,7 +240,7 @@ def _pairs(
 ) -> list[dict]:
     means = raw.mean(axis=1)
     low, high = endpoints(means)
-    wanted = [("endpoints", low, high)]
+    wanted = [("endpoints", low, high)] if low != high else []  # every reader ties: no upgrade to retain
     wanted += [("declared", names.index(a), names.index(b)) for a, b in declared if a in names and b in names]
     out = []
     for kind, a, b in wanted:

@@ -75,5 +75,6 @@ def with_varying(
                 flat = split.get((r.task, r.reader))
             value = (flat or {}).get(key)
             column.append("" if value is None else str(value))  # shown as typed: 16, not 16.000
-        out.insert(at + offset, key, column)
+        # a field named like a matrix column (n_sources: the split size vs the records counted)
+        out.insert(at + offset, f"cell.{key}" if key in out.columns else key, column)
     return out
