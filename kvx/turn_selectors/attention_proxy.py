@@ -10,13 +10,13 @@ sit in memory together. The helpers that map tokens to turns are shared with the
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from kvx.checks import check_int
 from kvx.errors import ConfigError
+from kvx.hub import hub_model
 from kvx.ranking import top_k
 from kvx.turn_selectors.base import Turn, TurnSelector, Unsupported
 
@@ -107,8 +107,6 @@ class AttentionProxy(TurnSelector):
     max_tokens: int = 4096
     _reader: Any = field(default=None, init=False, repr=False, compare=False)
     _own: Any = field(default=None, init=False, repr=False, compare=False)
-    #: why ``model`` could not be fetched: later dialogues fail at once instead of retrying the hub
-    _unsupported: Any = field(default=None, init=False, repr=False, compare=False)
 
     def validate(self) -> None:
         if not isinstance(self.model, str) or not self.model:
@@ -146,22 +144,8 @@ class AttentionProxy(TurnSelector):
             if self._reader is None:
                 raise RuntimeError("turn_selector=attention_proxy with model=reader needs bind(reader) first")
             return self._reader.model, self._reader.tokenizer
-        if self._unsupported is not None:
-            raise Unsupported(self._unsupported)
         if self._own is None:
-            from transformers import AutoModelForCausalLM, AutoTokenizer
-
-            try:
-                tok = AutoTokenizer.from_pretrained(self.model)
-                model = AutoModelForCausalLM.from_pretrained(self.model, attn_implementation="eager")
-            except OSError as err:
-                if os.path.isdir(self.model):
-                    raise
-                self._unsupported = (
-                    f"the attention proxy needs {self.model} from the Hugging Face hub, which is unreachable "
-                    f"here: {err}"
-                )
-                raise Unsupported(self._unsupported) from err
+            model, tok = hub_model("the attention proxy", self.model, _load_eager)
             device = self._reader.device if self._reader is not None else "cpu"
             self._own = model.to(device).eval(), tok
         return self._own
@@ -177,3 +161,11 @@ class AttentionProxy(TurnSelector):
                 return attention_received(model, input_ids)
         finally:
             model.set_attn_implementation(previous)
+
+
+def _load_eager(model: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A feature model and tokenizer with eager attention (the proxy reads attention weights)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model)
+    return AutoModelForCausalLM.from_pretrained(model, attn_implementation="eager"), tok
