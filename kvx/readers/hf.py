@@ -49,14 +49,11 @@ class HFReader(Reader):
         """The hub organisation (``Qwen/Qwen3-8B`` -> ``qwen``); a local folder's ``model_type``.
         ``python -m kvx.aggregate --family READER=FAMILY`` overrides either."""
         folder = Path(self.model_id)
+        if not folder.is_dir():
+            return self.model_id.split("/", 1)[0].lower()
         config = folder / "config.json"
-        if folder.is_dir():
-            return (
-                str(json.loads(config.read_text()).get("model_type") or folder.name)
-                if config.is_file()
-                else folder.name
-            )
-        return self.model_id.split("/", 1)[0].lower()
+        model_type = json.loads(config.read_text()).get("model_type") if config.is_file() else None
+        return str(model_type or folder.name)
 
     def fingerprint(self) -> dict[str, str]:
         folder = Path(self.model_id)

@@ -142,6 +142,19 @@ class PoolTask(Task):
     def rows(self) -> list[PoolRow]:
         """Every usable row in file order (after the unanswerable policy)."""
 
+    @abstractmethod
+    def prefix(self) -> str:
+        """What source ids start with (``<prefix>_<row id>``)."""
+
+    def sources(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> list[Source]:
+        prefix = self.prefix()
+        sources = [pool_source(row, self.raw_k, prefix, count_tokens) for row in self.split(n, seed)]
+        ids = [s.id for s in sources]
+        if len(set(ids)) < len(ids):
+            repeated = sorted({i for i in ids if ids.count(i) > 1})[:5]
+            raise ValueError(f"duplicate row ids: {repeated}")
+        return sources
+
     def split(self, n: int, seed: int) -> list[PoolRow]:
         rows = self.rows()
         return [rows[i] for i in seeded_order(len(rows), n, seed)]
@@ -197,9 +210,5 @@ class RagJsonl(PoolTask):
             )
         return out
 
-    def sources(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> list[Source]:
-        stem = Path(self.path).stem
-        sources = [pool_source(row, self.raw_k, stem, count_tokens) for row in self.split(n, seed)]
-        if len({s.id for s in sources}) < len(sources):
-            raise ValueError(f"{self.path}: duplicate row ids")
-        return sources
+    def prefix(self) -> str:
+        return Path(self.path).stem

@@ -20,8 +20,7 @@ from typing import Any
 
 from kvx.checks import check_int
 from kvx.errors import ConfigError
-from kvx.tasks.base import CountTokens, Source
-from kvx.tasks.rag import PoolRow, PoolTask, pool_source
+from kvx.tasks.rag import PoolRow, PoolTask
 from kvx.tasks.ruler import require_ruler_data, ruler_data_file
 
 
@@ -80,5 +79,5 @@ class SquadV2(PoolTask):
         )
         return PoolRow(qa["id"], qa["question"], passages, answers, unanswerable, spans)
 
-    def sources(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> list[Source]:
-        return [pool_source(row, self.raw_k, "squad", count_tokens) for row in self.split(n, seed)]
+    def prefix(self) -> str:
+        return "squad"

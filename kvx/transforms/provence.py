@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any
 
 from kvx.checks import check_number
-from kvx.errors import ConfigError, Unsupported
+from kvx.errors import ConfigError
 from kvx.hub import check_model, hub_model
 from kvx.tasks.base import Segment, Source
 from kvx.transforms.base import Transform, query
@@ -47,13 +47,13 @@ class Provence(Transform):
             )
 
     def apply(self, source: Source) -> Sequence[Segment]:
-        if not any(s.role == "passage" for s in source.parts()):
-            raise Unsupported(f"source {source.id} has no passage segments to prune")
-        model = hub_model("Provence", self.model, partial(_load, trust_remote_code=self.trust_remote_code))
         question = query(source)
+        load = partial(_load, trust_remote_code=self.trust_remote_code)
 
-        def prune(body: str) -> str:
-            out = model.process(question, body, threshold=self.threshold, always_select_title=False)
+        def prune(body: str) -> str:  # the model loads at the first passage, not for a passage-free row
+            out = hub_model("Provence", self.model, load).process(
+                question, body, threshold=self.threshold, always_select_title=False
+            )
             return str(out["pruned_context"])
 
         return rewrite_passages(source, prune)
