@@ -45,7 +45,7 @@ class Exit(Transform):
     def apply(self, source: Source) -> Sequence[Segment]:
         question = query(source)
 
-        def keep(body: str) -> str:
+        def keep(_: Segment, body: str) -> str:
             return " ".join(s for s in sentences(body) if self.p_yes(question, body, s) >= self.threshold)
 
         return rewrite_passages(source, keep)

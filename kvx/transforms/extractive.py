@@ -57,14 +57,7 @@ class ExtractiveSentences(Transform):
         for n, (i, j) in enumerate(flat):
             if n in kept:
                 chosen.setdefault(pool[i][0].id, []).append(pool[i][1][j])
-        out = []
-        for segment in parts:
-            if segment.role != "passage":
-                out.append(segment)
-            elif segment.id in chosen:
-                text = header(segment) + " ".join(chosen[segment.id])
-                out.append(Segment(segment.id, text, segment.role, segment.title))
-        return out
+        return rewrite_passages(source, lambda segment, _: " ".join(chosen.get(segment.id, [])))
 
 
 def header(segment: Segment) -> str:
@@ -73,8 +66,8 @@ def header(segment: Segment) -> str:
     return match.group(1) if match else ""
 
 
-def rewrite_passages(source: Source, rewrite: Callable[[str], str]) -> list[Segment]:
-    """Each passage's body (after its header) replaced by ``rewrite(body)``, in supplied order;
+def rewrite_passages(source: Source, rewrite: Callable[[Segment, str], str]) -> list[Segment]:
+    """Each passage's body (after its header) replaced by ``rewrite(passage, body)``, in supplied order;
     passages rewritten to nothing are dropped, other segments kept (per-passage pruners)."""
     parts = source.parts()
     if not any(s.role == "passage" for s in parts):
@@ -84,7 +77,7 @@ def rewrite_passages(source: Source, rewrite: Callable[[str], str]) -> list[Segm
         if segment.role != "passage":
             out.append(segment)
             continue
-        text = rewrite(segment.text.removeprefix(header(segment))).strip()
+        text = rewrite(segment, segment.text.removeprefix(header(segment))).strip()
         if text:
             out.append(Segment(segment.id, header(segment) + text, segment.role, segment.title))
     return out

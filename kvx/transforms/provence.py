@@ -50,7 +50,8 @@ class Provence(Transform):
         question = query(source)
         load = partial(_load, trust_remote_code=self.trust_remote_code)
 
-        def prune(body: str) -> str:  # the model loads at the first passage, not for a passage-free row
+        def prune(_: Segment, body: str) -> str:
+            # the model loads at the first passage, never for a passage-free row
             out = hub_model("Provence", self.model, load).process(
                 question, body, threshold=self.threshold, always_select_title=False
             )
