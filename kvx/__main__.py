@@ -38,7 +38,18 @@ def main() -> None:
     except (RegistryError, ConfigError) as exc:
         print("kvx: " + " ".join(str(exc).split()), file=sys.stderr)
         sys.exit(2)
-    _hydra_main()
+    try:
+        _hydra_main()
+    except KeyboardInterrupt:
+        app = sys.modules.get("kvx.app")
+        done = getattr(app, "FINISHED_HERE", 0)
+        print(
+            f"\nkvx: interrupted; {done} cell(s) finished by this process are kept in the tracking "
+            "store and the cell in progress is marked KILLED; rerun the same command to resume "
+            "(finished cells are reused)",
+            file=sys.stderr,
+        )
+        sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import sys
@@ -11,7 +12,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from kvx import tracking
+from kvx import leases, tracking
 from kvx.config import GROUPS, choices, instantiate
 from kvx.errors import ConfigError
 from kvx.identity import digest
@@ -24,6 +25,7 @@ from kvx.transforms.turns import selection
 
 log = logging.getLogger("kvx")
 _ENGINE: Engine | None = None
+FINISHED_HERE = 0  # cells this process finished (the interrupt note counts them)
 
 
 def engine(cfg: DictConfig) -> Engine:
@@ -84,6 +86,7 @@ def _parent_run_id() -> str | None:
 
 
 def run(cfg: DictConfig) -> dict[str, float]:
+    global FINISHED_HERE
     try:
         cell, reader_cfg, names = build_cell(cfg)
         identity = cell.identity(reader_identity(names["reader"], reader_cfg))
@@ -112,7 +115,6 @@ def run(cfg: DictConfig) -> dict[str, float]:
     if done is not None:  # one setting is one cell: the new run replaces the old one
         log.info("recompute %s: replacing run %s (%s)", name, done.info.run_id, stale)
         client.delete_run(done.info.run_id)
-    tracking.delete_unfinished(client, exp_id, tracking.CELL_ID, identity.id)
     tags = {
         tracking.ROLE: "cell",
         tracking.CELL_ID: identity.id,
@@ -122,7 +124,18 @@ def run(cfg: DictConfig) -> dict[str, float]:
     }
     if parent:
         tags[tracking.MLFLOW_PARENT] = parent
-    run_id = client.create_run(exp_id, run_name=name, tags=tags).info.run_id
+    lease = leases.claim(
+        client,
+        lambda: tracking.runs_with_tag(client, exp_id, tracking.CELL_ID, identity.id),
+        lambda extra: client.create_run(exp_id, run_name=name, tags={**tags, **extra}).info.run_id,
+        leases.Timing.from_config(cfg),
+        f"cell {name}",
+    )
+    if lease.finished is not None:  # another worker computed it meanwhile
+        if parent:
+            client.set_tag(parent, f"{tracking.REUSED}{identity.id}", lease.finished.info.run_id)
+        return dict(lease.finished.data.metrics)
+    run_id = lease.run_id
     try:
         params = {**identity.flat(), **{f"choices.{g}": v for g, v in choices(cfg).items()}}
         params.update(ratio=cfg.ratio, budget_tokens=cfg.budget_tokens, diagnostics=diagnostics)
@@ -141,15 +154,34 @@ def run(cfg: DictConfig) -> dict[str, float]:
         if manifest is not None:
             client.log_dict(run_id, manifest, "task_manifest.json")
         control_name = f"{cell.task_name}|{reader.label}|FullCache"
-        _log_control(client, exp_id, identity.split, parent, control_name, records)
+        _log_control(
+            client, exp_id, identity.split, parent, control_name, records, leases.Timing.from_config(cfg)
+        )
         client.set_terminated(run_id, "FINISHED")
     except ConfigError as exc:
         client.set_terminated(run_id, "FAILED")
         print(f"kvx: {exc}", file=sys.stderr)
         sys.exit(2)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            client.set_terminated(run_id, "FAILED")
+            raise
+        client.set_terminated(run_id, "FAILED")
+        print(
+            f"kvx: disk full while writing {exc.filename or 'an artifact'} for cell {name}; it is marked "
+            f"FAILED and {FINISHED_HERE} finished cell(s) are kept: free space and rerun the same command",
+            file=sys.stderr,
+        )
+        sys.exit(1)
+    except KeyboardInterrupt:
+        client.set_terminated(run_id, "KILLED")
+        raise
     except BaseException:
         client.set_terminated(run_id, "FAILED")
         raise
+    finally:
+        lease.release()
+    FINISHED_HERE += 1
     log.info("%s: %s", name, json.dumps({k: round(v, 4) for k, v in metrics.items()}))
     return metrics
 
@@ -184,7 +216,13 @@ def _table(records: list[dict]) -> dict[str, list]:
 
 
 def _log_control(
-    client: Any, exp_id: str, split: str, parent: str | None, run_name: str, records: list[dict]
+    client: Any,
+    exp_id: str,
+    split: str,
+    parent: str | None,
+    run_name: str,
+    records: list[dict],
+    timing: leases.Timing,
 ) -> None:
     """Log the control group once as its own run; later cells of the same split reuse it."""
     controls = [
@@ -194,14 +232,28 @@ def _log_control(
     ]
     if not controls or tracking.finished_run_with(client, exp_id, tracking.CONTROL_KEY, split):
         return
-    tracking.delete_unfinished(client, exp_id, tracking.CONTROL_KEY, split)
     tags = {tracking.ROLE: "control", tracking.CONTROL_KEY: split, **tracking.provenance_tags()}
     if parent:
         tags[tracking.MLFLOW_PARENT] = parent
-    run_id = client.create_run(exp_id, run_name=run_name, tags=tags).info.run_id
-    client.log_param(run_id, "compressor", "none (FullCache control)")
-    client.log_metric(run_id, "full_accuracy", sum(c["correct"] for c in controls) / len(controls))
-    client.log_metric(run_id, "full_mean_score", sum(c["score"] for c in controls) / len(controls))
-    client.log_metric(run_id, "n_sources", len(controls))
-    client.log_text(run_id, dumps(controls), "controls.jsonl")
-    client.set_terminated(run_id, "FINISHED")
+    lease = leases.claim(
+        client,
+        lambda: tracking.runs_with_tag(client, exp_id, tracking.CONTROL_KEY, split),
+        lambda extra: client.create_run(exp_id, run_name=run_name, tags={**tags, **extra}).info.run_id,
+        timing,
+        f"control ledger {run_name}",
+    )
+    if lease.finished is not None:
+        return
+    try:
+        run_id = lease.run_id
+        client.log_param(run_id, "compressor", "none (FullCache control)")
+        client.log_metric(run_id, "full_accuracy", sum(c["correct"] for c in controls) / len(controls))
+        client.log_metric(run_id, "full_mean_score", sum(c["score"] for c in controls) / len(controls))
+        client.log_metric(run_id, "n_sources", len(controls))
+        client.log_text(run_id, dumps(controls), "controls.jsonl")
+        client.set_terminated(run_id, "FINISHED")
+    except BaseException:
+        client.set_terminated(run_id, "FAILED")
+        raise
+    finally:
+        lease.release()

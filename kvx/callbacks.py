@@ -1,19 +1,24 @@
 """Hydra callback: one MLflow parent run per multirun, ended FINISHED or FAILED in every case.
 
 Hydra skips ``on_multirun_end`` when a job raises, so the parent is also closed from an
-``atexit`` hook that marks it FAILED if nothing marked it FINISHED.
+``atexit`` hook that marks it FAILED if nothing marked it FINISHED. The parent beats like a cell
+run (``kvx.leases``) and carries the identity of its grid, so rerunning an interrupted command
+supersedes the earlier sweep: a killed sweep left RUNNING is closed, and the aggregate counts the
+grid's cells once, under the sweep that finished it.
 """
 
 from __future__ import annotations
 
 import atexit
+import time
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from kvx import tracking
+from kvx import leases, tracking
+from kvx.identity import digest
 
 
 def planned_jobs(overrides: list[str]) -> int:
@@ -31,10 +36,16 @@ def planned_jobs(overrides: list[str]) -> int:
     return count
 
 
+def grid_id(config_name: str, overrides: list[str]) -> str:
+    """The same command line (in any order) is the same grid."""
+    return digest({"config": config_name, "overrides": sorted(overrides)})
+
+
 class MlflowParentRun(Callback):
     def __init__(self) -> None:
         self.run_id: str | None = None
         self.client: Any = None
+        self.heartbeat: leases.Heartbeat | None = None
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         tracking.ensure_experiment(config)
@@ -44,6 +55,8 @@ class MlflowParentRun(Callback):
         sweep_dir = Path(str(config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         overrides = [str(o) for o in config.hydra.overrides.task]
+        grid = grid_id(str(config.hydra.job.config_name), overrides)
+        timing = leases.Timing.from_config(config)
         run = client.create_run(
             exp_id,
             run_name=f"sweep {sweep_dir.name}",
@@ -51,12 +64,24 @@ class MlflowParentRun(Callback):
                 tracking.ROLE: "sweep",
                 "kvx.sweep_dir": str(sweep_dir.resolve()),
                 tracking.PLANNED_JOBS: str(planned_jobs(overrides)),
+                tracking.GRID: grid,
                 "kvx.overrides": " ".join(overrides)[:5000],
+                leases.OWNER: leases.worker_id(),
+                leases.HEARTBEAT: f"{time.time():.3f}",
             },
         )
         self.client, self.run_id = client, run.info.run_id
+        self.heartbeat = leases.Heartbeat(client, self.run_id, timing.heartbeat_s)
         (sweep_dir / tracking.PARENT_FILE).write_text(self.run_id)
         atexit.register(self._close, "FAILED")
+        for old in tracking.runs_with_tag(client, exp_id, tracking.GRID, grid):
+            if (
+                old.info.run_id != self.run_id
+                and old.info.status == "RUNNING"
+                and not leases.is_live(old, timing)
+            ):
+                client.set_tag(old.info.run_id, tracking.SUPERSEDED_BY, self.run_id)
+                client.set_terminated(old.info.run_id, "KILLED")  # its worker died; this sweep resumes it
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._close("FINISHED")
@@ -64,6 +89,8 @@ class MlflowParentRun(Callback):
     def _close(self, status: str) -> None:
         if self.run_id is None:
             return
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
         if self.client.get_run(self.run_id).info.status == "RUNNING":
             self.client.set_terminated(self.run_id, status)
         self.run_id = None

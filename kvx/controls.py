@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("kvx")
 
 
 def control_key(**parts: Any) -> str:
@@ -25,16 +28,31 @@ class ControlStore:
         self.root = root
         self.computed = 0  # controls computed (not loaded) by this process
         self.loaded = 0
+        self.corrupt = 0  # unreadable files moved aside
 
     def path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
+        """The stored answer, or None; a file that does not parse (a torn copy, a bad disk) is moved
+        aside as ``.corrupt`` with a warning and recomputed, never read as an answer."""
         path = self.path(key)
-        if not path.exists():
+        try:
+            answer = json.loads(path.read_bytes())
+        except FileNotFoundError:
             return None
+        except (ValueError, UnicodeDecodeError) as exc:
+            return self._aside(path, f"does not parse ({exc})")
+        if not isinstance(answer, dict):
+            return self._aside(path, f"holds a {type(answer).__name__}, not an object")
         self.loaded += 1
-        return json.loads(path.read_text())
+        return answer
+
+    def _aside(self, path: Path, problem: str) -> None:
+        aside = path.with_suffix(".corrupt")
+        os.replace(path, aside)
+        self.corrupt += 1
+        log.warning("%s %s; moved to %s and recomputed", path, problem, aside.name)
 
     def put(self, key: str, answer: dict[str, Any]) -> None:
         path = self.path(key)

@@ -86,6 +86,7 @@ def check_jobs(config_dir: str, config_name: str, jobs: Sequence[list[str]]) -> 
     from hydra import compose, initialize_config_dir
 
     bases: dict[tuple[str, ...], DictConfig] = {}
+    uris: set[str] = set()
     with initialize_config_dir(config_dir=config_dir, version_base="1.3", job_name="kvx"):
         for job in jobs:
             parsed = _parse(job)
@@ -96,7 +97,11 @@ def check_jobs(config_dir: str, config_name: str, jobs: Sequence[list[str]]) -> 
             for override in values:
                 if not override.is_delete():
                     check_known(bases[groups], override.key_or_group, override.input_line)
-            check_job(_apply(bases[groups], values))
+            cfg = _apply(bases[groups], values)
+            check_job(cfg)
+            uris.add(tracking_uri(cfg))
+    for uri in sorted(uris):
+        check_reachable(uri)
 
 
 def check_job(cfg: DictConfig) -> None:
@@ -133,6 +138,21 @@ def check_job(cfg: DictConfig) -> None:
         )
     check_folder("outputs_dir", cfg.outputs_dir)
     check_tracking_uri(tracking_uri(cfg))
+    check_lease(cfg.get("lease"))
+
+
+def check_lease(node: Any) -> None:
+    """Positive seconds, and a stale limit that several missed heartbeats cannot reach by accident."""
+    if node is None:
+        return
+    for key, value in node.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise ConfigError(f"lease.{key}={value!r} must be a positive number of seconds")
+    if "stale_s" in node and "heartbeat_s" in node and node.stale_s < 3 * node.heartbeat_s:
+        raise ConfigError(
+            f"lease.stale_s={node.stale_s} must be at least 3 x lease.heartbeat_s={node.heartbeat_s}: "
+            "a live worker would look dead after one slow heartbeat"
+        )
 
 
 def check_turn_selection(cfg: DictConfig, plugins: dict[str, Any]) -> None:
@@ -209,6 +229,38 @@ def check_tracking_uri(uri: str) -> None:
             f"{key}={uri}: MLflow has no tracking store for scheme '{scheme}'; use sqlite:///<file>, "
             "a folder, http(s)://, postgresql://, mysql://, mssql:// or databricks"
         )
+
+
+def check_reachable(uri: str, key: str | None = None, timeout_s: float = 3.0) -> None:
+    """A tracking server or database that does not answer fails now, in one line, instead of after
+    MLflow's retries (minutes of silence). Something that answers at all passes: MLflow then speaks."""
+    import socket
+    import urllib.error
+    import urllib.request
+
+    key = key or ("MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") else "mlflow.tracking_uri")
+    parsed = urlparse(uri)
+    scheme = parsed.scheme.lower()
+    try:
+        if scheme in ("http", "https"):
+            try:
+                urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s).close()
+            except urllib.error.HTTPError:
+                return  # a server answered (a proxy, auth, an older MLflow)
+        elif scheme.split("+")[0] in _PORTS and parsed.hostname:
+            port = parsed.port or _PORTS[scheme.split("+")[0]]
+            socket.create_connection((parsed.hostname, port), timeout=timeout_s).close()
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        server = "tracking server (python -m kvx.server)" if scheme.startswith("http") else "database"
+        raise ConfigError(
+            f"{key}={uri}: nothing answers there within {timeout_s:g} s ({reason}); start the {server} "
+            f"or unset {key} to use the embedded store"
+        ) from None
+
+
+#: default ports of the database servers MLflow stores runs in
+_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}
 
 
 def _plugin_schemes() -> set[str]:

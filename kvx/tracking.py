@@ -7,8 +7,15 @@ because concurrent first opens of a fresh sqlite store race on its schema migrat
 
 from __future__ import annotations
 
+import fcntl
+import functools
+import logging
 import platform
+import random
 import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -19,6 +26,8 @@ from omegaconf import DictConfig
 
 from kvx.preflight import tracking_uri
 
+log = logging.getLogger("kvx")
+
 CONFIG_HASH = "kvx.config_hash"
 CELL_ID = "kvx.cell_id"
 DIAGNOSTICS = "kvx.diagnostics"
@@ -26,30 +35,84 @@ REUSED = "kvx.reused."  # + cell id, on a sweep run: a job of the sweep reused t
 ROLE = "kvx.role"
 CONTROL_KEY = "kvx.control_key"
 PLANNED_JOBS = "kvx.planned_jobs"
+GRID = "kvx.grid"  # on a sweep run: the identity of its command line's grid
+SUPERSEDED_BY = "kvx.superseded_by"  # on a sweep run: the later sweep of the same grid that resumed it
 PARENT_FILE = "kvx_parent_run_id"
 MLFLOW_PARENT = "mlflow.parentRunId"
+#: the MLflow UI opens an experiment with this kind as a classic ML experiment (runs table with params
+#: and metrics) instead of its GenAI view
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+_LOCKED = ("database is locked", "database table is locked")
 
 
-def ensure_experiment(cfg: DictConfig) -> tuple[MlflowClient, str]:
+class Store:
+    """An MlflowClient whose calls retry, with jittered exponential backoff, while an sqlite store
+    says "database is locked": several local workers writing at once is normal, not a failure."""
+
+    def __init__(self, client: MlflowClient, tries: int = 12) -> None:
+        self._client, self._tries = client, tries
+
+    def __getattr__(self, name: str) -> object:
+        attr = getattr(self._client, name)
+        if not callable(attr):
+            return attr
+
+        @functools.wraps(attr)
+        def call(*args: object, **kwargs: object) -> object:
+            return retry_locked(lambda: attr(*args, **kwargs), self._tries)
+
+        return call
+
+
+def retry_locked(call: Callable[[], object], tries: int = 12) -> object:
+    delay = 0.05
+    for attempt in range(tries):
+        try:
+            return call()
+        except Exception as exc:
+            if attempt == tries - 1 or not any(m in str(exc) for m in _LOCKED):
+                raise
+            time.sleep(delay * (1 + random.random()))
+            delay = min(delay * 2, 5.0)
+    raise AssertionError("unreachable")
+
+
+@contextmanager
+def _store_lock(uri: str) -> Iterator[None]:
+    """Serialise the first open of a local sqlite store: concurrent first opens race on its schema
+    migration ("duplicate column name"). Other stores need no lock."""
+    if not uri.startswith("sqlite:///") or uri.endswith(":memory:"):
+        yield
+        return
+    db = Path(uri.removeprefix("sqlite:///"))
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with open(db.with_name(db.name + ".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def ensure_experiment(cfg: DictConfig) -> tuple[Store, str]:
     """Create the store (sqlite: its folder and schema) and the experiment; return both ids."""
     uri = tracking_uri(cfg)
-    if uri.startswith("sqlite:///"):
-        Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    client = MlflowClient(tracking_uri=uri)
     name = str(cfg.mlflow.experiment)
-    exp = client.get_experiment_by_name(name)
-    if exp is not None:
-        return client, exp.experiment_id
-    location = None
-    if uri.startswith("sqlite:") and cfg.mlflow.artifact_location:
-        location = Path(str(cfg.mlflow.artifact_location)).resolve().as_uri()
-    try:
-        return client, client.create_experiment(name, artifact_location=location)
-    except Exception:  # created meanwhile by another process
+    with _store_lock(uri):
+        client = Store(MlflowClient(tracking_uri=uri))
         exp = client.get_experiment_by_name(name)
-        if exp is None:
-            raise
-        return client, exp.experiment_id
+        if exp is not None:
+            return client, exp.experiment_id
+        location = None
+        if uri.startswith("sqlite:") and cfg.mlflow.artifact_location:
+            location = Path(str(cfg.mlflow.artifact_location)).resolve().as_uri()
+        try:
+            return client, client.create_experiment(name, artifact_location=location, tags=EXPERIMENT_KIND)
+        except Exception:  # created meanwhile by another process (a server store takes no local lock)
+            exp = client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+            return client, exp.experiment_id
 
 
 def runs_with_tag(client: MlflowClient, exp_id: str, key: str, value: str) -> list[Run]:
@@ -61,18 +124,6 @@ def finished_run_with(client: MlflowClient, exp_id: str, key: str, value: str) -
         if run.info.status == RunStatus.to_string(RunStatus.FINISHED):
             return run
     return None
-
-
-def delete_unfinished(client: MlflowClient, exp_id: str, key: str, value: str) -> int:
-    """Delete runs of the same cell left RUNNING/FAILED/KILLED by an interrupted sweep."""
-    stale = [
-        r
-        for r in runs_with_tag(client, exp_id, key, value)
-        if r.info.status != RunStatus.to_string(RunStatus.FINISHED)
-    ]
-    for run in stale:
-        client.delete_run(run.info.run_id)
-    return len(stale)
 
 
 def _version(dist: str) -> str:

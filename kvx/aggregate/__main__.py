@@ -18,6 +18,8 @@ from pathlib import Path
 
 from kvx.aggregate.pipeline import Options, Result, analyse
 from kvx.aggregate.sources import DirectorySource, MlflowSource, Source
+from kvx.errors import ConfigError
+from kvx.preflight import check_reachable
 
 DEFAULT_URI = "sqlite:///outputs/mlflow.db"
 
@@ -90,6 +92,7 @@ def build_source(args: argparse.Namespace) -> tuple[Source, str | None]:
     if args.records:
         return DirectorySource(args.records), args.tracking_uri
     uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
+    check_reachable(uri, "--tracking-uri" if args.tracking_uri else None)
     return MlflowSource(uri, args.experiment or ["kvx"], args.sweep, args.close_stale), uri
 
 
@@ -98,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         source, log_uri = build_source(args)
-    except (FileNotFoundError, LookupError) as exc:
+    except (FileNotFoundError, LookupError, ConfigError) as exc:
         print(f"kvx.aggregate: {exc}", file=sys.stderr)
         return 2
     options = Options(

@@ -75,7 +75,9 @@ def analyse(source: Source, options: Options) -> Result:
         rows = rows.sort_values("key", kind="stable").reset_index(drop=True)
         rows, keys = label_cells(rows, validated.cells)
         rows = with_ids(rows)
-    rows = cross_check(rows, validated, source.planned, source.finished_cells, source.reused)
+    rows = cross_check(
+        rows, validated, source.planned, source.finished_cells, source.reused, set(source.superseded)
+    )
     metrics = validated.metrics()
     tables: dict[str, pd.DataFrame] = {}
     if not rows.empty:

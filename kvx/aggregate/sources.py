@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,12 +45,32 @@ class Source:
     finished_cells: dict[str, int] = field(default_factory=dict)  # sweep id -> finished cell runs
     #: sweep id -> ids of cells a job of that sweep found finished and reused instead of recomputing
     reused: dict[str, set[str]] = field(default_factory=dict)
+    #: unfinished sweep id -> the later sweep of the same grid that finished it
+    superseded: dict[str, str] = field(default_factory=dict)
 
     def batches(self) -> Iterator[Batch]:
         raise NotImplementedError
 
     def __len__(self) -> int:
         raise NotImplementedError
+
+
+def superseded(sweeps: Iterable[Any]) -> dict[str, str]:
+    """Unfinished sweeps whose grid (the same command line) a later sweep ran to FINISHED: that later
+    sweep resumed them, reusing their finished cells, so the grid is complete there. Old -> new id."""
+    by_grid: dict[str, list[Any]] = {}
+    for run in sweeps:
+        grid = run.data.tags.get(tracking.GRID)
+        if grid:
+            by_grid.setdefault(grid, []).append(run)
+    out = {}
+    for runs in by_grid.values():
+        runs.sort(key=lambda r: (r.info.start_time, r.info.run_id))
+        for i, run in enumerate(runs):
+            later = [r for r in runs[i + 1 :] if r.info.status == "FINISHED"]
+            if run.info.status != "FINISHED" and later:
+                out[run.info.run_id] = later[0].info.run_id
+    return out
 
 
 class MlflowSource(Source):
@@ -122,9 +142,12 @@ class MlflowSource(Source):
         # every ledger, not only the selected sweeps': a later sweep reuses an earlier sweep's controls
         self.controls = [r for r in by_role.get("control", []) if r.info.status == "FINISHED"]
         self.controls.sort(key=lambda r: (r.info.start_time, r.info.run_id))
+        self.superseded = superseded(parents.values())
+        for sweep, by in self.superseded.items():
+            self.description[f"superseded {sweep}"] = f"resumed and finished by sweep {by}"
         for run_id, run in parents.items():
-            if wanted and run_id not in wanted:
-                continue
+            if wanted and run_id not in wanted or run_id in self.superseded:
+                continue  # a superseded sweep's grid is checked under the sweep that finished it
             if run.info.status == "RUNNING":
                 action = "closed as KILLED" if close_stale else "pass --close-stale to close it"
                 self.problems.append(

@@ -204,6 +204,7 @@ def cross_check(
     planned: dict[str, int],
     finished: dict[str, int],
     reused: dict[str, set[str]] | None = None,
+    superseded: set[str] | None = None,
 ) -> pd.DataFrame:
     """Checks across records; returns the rows the analysis may use."""
     problems = out.problems
@@ -236,7 +237,7 @@ def cross_check(
         return rows
     rows = _dedupe(rows, problems)
     rows = _pairing(rows, out.ledger, problems)
-    _expected(rows, problems, reused or {})
+    _expected(rows, problems, reused or {}, superseded or set())
     for (task, reader), splits in rows.groupby(["task", "reader"])["split"].nunique().items():
         if splits > 1:
             problems.append(
@@ -341,14 +342,16 @@ def _pairing(rows: pd.DataFrame, ledger: dict[str, dict[str, dict]], problems: l
     return rows[~rows["unit"].isin(bad_units) & ~rows["key"].isin(bad_keys)]
 
 
-def _expected(rows: pd.DataFrame, problems: list[Problem], reused: dict[str, set[str]]) -> None:
+def _expected(
+    rows: pd.DataFrame, problems: list[Problem], reused: dict[str, set[str]], superseded: set[str]
+) -> None:
     """Within each sweep: every (task, reader, seed) x compressor x setting cell over every source.
 
     A Hydra sweep is a product of its axes, so the plan is the product of the axes observed; cells
     a sweep reused from an earlier run count as that sweep's. A compressor whose own fields fix
     what it keeps (setting ``-``: press=none, hqq with press.bits) is one cell whatever the ratio.
     """
-    for sweep in rows["sweep"].unique():
+    for sweep in sorted(set(rows["sweep"].unique()) - superseded):  # checked as its successor instead
         group = rows[(rows["sweep"] == sweep) | rows["cell_id"].isin(reused.get(sweep, set()))]
         splits = group[["task", "reader", "seed"]].drop_duplicates().itertuples(index=False)
         settings = group.groupby("compressor")["setting"].agg(set)
