@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from kvx import leases, tracking
 from kvx.config import GROUPS, choices, instantiate
@@ -38,11 +38,11 @@ def engine(cfg: DictConfig) -> Engine:
     return _ENGINE
 
 
-def build_cell(cfg: DictConfig) -> tuple[Cell, Any, dict[str, str]]:
+def build_cell(cfg: DictConfig, typed: dict[str, str]) -> tuple[Cell, Any, dict[str, str]]:
     """Resolve and check every setting; nothing here loads a model. Names become canonical
-    (``kvx:snapkv`` is ``snapkv``), so a name typed two ways is one cell."""
+    (``kvx:snapkv`` is ``snapkv``), so a name typed two ways is one cell. ``typed``: the option
+    chosen per config group."""
     check_job(cfg)
-    typed = choices(cfg)
     names = {group: canonical(kind, typed[group]) for group, kind in GROUPS.items()}
     task = instantiate(cfg, "task")
     transform_name, transform = names["transform"], instantiate(cfg, "transform")
@@ -86,9 +86,37 @@ def _parent_run_id() -> str | None:
 
 
 def run(cfg: DictConfig) -> dict[str, float]:
+    """One Hydra job: its own cell, or with ``per_job`` the group of cells ``cells`` lists."""
+    if cfg.get("cells"):
+        return run_group(cfg)
+    return run_cell(cfg, choices(cfg), _parent_run_id())
+
+
+def run_group(cfg: DictConfig) -> dict[str, float]:
+    """Each cell of the group composed as its own job would be, run in this process one after
+    another, so the model loads once and each source's prefill serves every cell of the group."""
+    from hydra import compose
+    from hydra.core.hydra_config import HydraConfig
+
+    hydra_cfg = HydraConfig.get()
+    parent = _parent_run_id()
+    base = [o for o in hydra_cfg.overrides.task if not o.startswith("cells=")]
+    metrics: dict[str, float] = {}
+    for overrides in json.loads(cfg.cells):
+        composed = compose(hydra_cfg.job.config_name, overrides=[*base, *overrides], return_hydra_config=True)
+        typed = {group: str(composed.hydra.runtime.choices[group]) for group in GROUPS}
+        with open_dict(composed):
+            del composed["hydra"]
+        metrics = run_cell(composed, typed, parent)
+    return metrics
+
+
+def run_cell(cfg: DictConfig, typed: dict[str, str], parent: str | None) -> dict[str, float]:
+    """Validate the cell, skip it if already finished (or wait for the worker computing it), run
+    it and log it to MLflow."""
     global FINISHED_HERE
     try:
-        cell, reader_cfg, names = build_cell(cfg)
+        cell, reader_cfg, names = build_cell(cfg, typed)
         identity = cell.identity(reader_identity(names["reader"], reader_cfg))
     except (ConfigError, RegistryError) as exc:
         print(f"kvx: {exc}", file=sys.stderr)
@@ -98,7 +126,6 @@ def run(cfg: DictConfig) -> dict[str, float]:
     client, exp_id = tracking.ensure_experiment(cfg)
     reader_label = reader_cfg.label(names["reader"])
     name = f"{cell.task_name}|{reader_label}|{cell.label()}|seed={cell.seed}"
-    parent = _parent_run_id()
     done = tracking.finished_run_with(client, exp_id, tracking.CELL_ID, identity.id)
     stale = None
     if done is not None and cfg.force:
@@ -137,7 +164,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
         return dict(lease.finished.data.metrics)
     run_id = lease.run_id
     try:
-        params = {**identity.flat(), **{f"choices.{g}": v for g, v in choices(cfg).items()}}
+        params = {**identity.flat(), **{f"choices.{g}": v for g, v in typed.items()}}
         params.update(ratio=cfg.ratio, budget_tokens=cfg.budget_tokens, diagnostics=diagnostics)
         items = sorted((k, str(v)[:500]) for k, v in params.items())
         for i in range(0, len(items), 90):

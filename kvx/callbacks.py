@@ -10,6 +10,7 @@ grid's cells once, under the sweep that finished it.
 from __future__ import annotations
 
 import atexit
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,8 @@ from kvx.identity import digest
 
 
 def planned_jobs(overrides: list[str]) -> int:
-    """How many jobs the basic sweeper launches: the product of every sweep axis's length.
+    """How many cells the sweep runs: the product of every sweep axis's length, times the cells
+    each job runs when ``per_job`` groups them (``cells=``).
 
     The aggregate compares it with the finished cell runs it finds, so a sweep that died
     half-way is reported instead of looking like a smaller grid.
@@ -33,6 +35,8 @@ def planned_jobs(overrides: list[str]) -> int:
     for override in OverridesParser.create().parse_overrides(overrides):
         if override.is_sweep_override():
             count *= len(list(override.sweep_string_iterator()))
+        elif override.key_or_group == "cells" and override.value():
+            count *= len(json.loads(override.value()))
     return count
 
 
@@ -46,6 +50,11 @@ class MlflowParentRun(Callback):
         self.run_id: str | None = None
         self.client: Any = None
         self.heartbeat: leases.Heartbeat | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Parallel launchers pickle the callbacks to their workers: the sweep run (a store client,
+        a heartbeat thread) stays with the process that opened it."""
+        return {"run_id": None, "client": None, "heartbeat": None}
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         tracking.ensure_experiment(config)

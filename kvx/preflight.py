@@ -22,6 +22,7 @@ from urllib.parse import urlparse
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from kvx.checks import check_bool, check_int, check_optional_int, check_ratio
+from kvx import grouping
 from kvx.config import GROUPS, instantiate, register_configs
 from kvx.errors import ConfigError
 from kvx.registry import registry
@@ -60,8 +61,16 @@ def prepare(argv: Sequence[str], config_dir: str) -> list[str]:
     register_configs(wanted)
     if any(getattr(args, flag) for flag in NO_RUN) or args.config_dir:
         return list(argv)  # nothing runs, or the config comes from a folder the compose below does not search
+    check_launcher(overrides)
+    per_job = grouping.axes(overrides)
+    moved = grouping.inner([o for o in overrides if not _is_hydra(o)], per_job) if per_job else []
+    if per_job and not multirun:
+        raise ConfigError(f"{grouping.KEY} groups the cells of a multirun: add -m")
     check_jobs(config_dir, config_name, jobs)
-    return for_swept_groups(list(argv), overrides)
+    if not moved:
+        return for_swept_groups(list(argv), overrides)
+    argv = grouping.group(list(argv), overrides, list(expand(moved, True)), moved)
+    return for_swept_groups(argv, [o for o in overrides if o not in moved])
 
 
 def for_swept_groups(argv: list[str], overrides: Sequence[Any]) -> list[str]:
@@ -74,6 +83,24 @@ def for_swept_groups(argv: list[str], overrides: Sequence[Any]) -> list[str]:
         o.input_line for o in overrides if o.key_or_group.partition(".")[0] in swept and "." in o.key_or_group
     }
     return [f"++{a.lstrip('+')}" if a in fields else a for a in argv]
+
+
+#: launcher option -> the Hydra plugin package it needs (kvx's presets are named kvx_<launcher>)
+LAUNCHERS = {"joblib": "hydra_joblib_launcher", "submitit": "hydra_submitit_launcher", "ray": "hydra_ray_launcher"}
+
+
+def check_launcher(overrides: Sequence[Any]) -> None:
+    """``hydra/launcher=<x>`` (kvx's presets: kvx_joblib, kvx_submitit_local, kvx_slurm, kvx_ray)
+    whose plugin is not installed: say which extra installs it. Other launchers are Hydra's to check."""
+    from importlib.util import find_spec
+
+    for o in overrides:
+        if o.key_or_group != "hydra/launcher" or o.is_sweep_override():
+            continue
+        name = str(o.value())
+        plugin = next((pkg for key, pkg in LAUNCHERS.items() if key in name), None)
+        if plugin is not None and find_spec(f"hydra_plugins.{plugin}") is None:
+            raise ConfigError(f'{o.input_line} needs the {plugin} plugin: pip install "kvx[launchers]"')
 
 
 def check_jobs(config_dir: str, config_name: str, jobs: Sequence[list[str]]) -> None:

@@ -34,3 +34,104 @@ def run_kvx(folder, *args: str) -> None:
         [sys.executable, "-m", "kvx", "-m", *args], cwd=folder, capture_output=True, text=True, timeout=900
     )
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+# --- sweeps run as users run them, by several workers at once (concurrency, launchers, servers) ---
+
+TINY_SWEEP = ["reader=tiny", "context_tokens=300", "max_new_tokens=4", "progress=false", "diagnostics=[]"]
+FAST_LEASE = ["lease.settle_s=0.3", "lease.poll_s=0.5", "lease.heartbeat_s=1", "lease.stale_s=5"]
+
+
+def kvx_env(uri=None, **extra):
+    """The test's environment without a tracking URI of its own, or pointed at ``uri``."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env |= {"TOKENIZERS_PARALLELISM": "false", "RAY_USAGE_STATS_ENABLED": "0"}
+    if uri:
+        env["MLFLOW_TRACKING_URI"] = uri
+    return env | extra
+
+
+def start_sweep(cwd, *args, env=None):
+    """``python -m kvx -m`` on the tiny reader with fast leases, in its own process group."""
+    import subprocess
+    import sys
+
+    return subprocess.Popen(
+        [sys.executable, "-m", "kvx", "-m", *TINY_SWEEP, *FAST_LEASE, *args],
+        cwd=cwd,
+        env=env or kvx_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def finish(proc, timeout=600):
+    """(exit code, stderr) of a started sweep."""
+    _, err = proc.communicate(timeout=timeout)
+    return proc.returncode, err
+
+
+def store(cwd, uri=None):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri or f"sqlite:///{cwd / 'outputs' / 'mlflow.db'}")
+    return client, client.get_experiment_by_name("kvx").experiment_id
+
+
+def ledger(cwd, uri=None):
+    """Active runs of the experiment by role."""
+    client, exp = store(cwd, uri)
+    out = {}
+    for run in client.search_runs([exp], "", max_results=1000):
+        out.setdefault(run.data.tags.get("kvx.role", ""), []).append(run)
+    return out
+
+
+def check_exactly_once(cwd, cells, sources, uri=None):
+    """Each cell has one FINISHED run holding each source once; no other cell or control run is left."""
+    import json
+
+    runs = ledger(cwd, uri)
+    cell_runs = runs.get("cell", [])
+    assert [r.info.status for r in cell_runs] == ["FINISHED"] * cells, [r.info.status for r in cell_runs]
+    assert len({r.data.tags["kvx.cell_id"] for r in cell_runs}) == cells  # no cell twice
+    client, _ = store(cwd, uri)
+    for run in cell_runs:
+        folder = cwd / "dl" / run.info.run_id
+        folder.mkdir(parents=True, exist_ok=True)
+        path = client.download_artifacts(run.info.run_id, "records.jsonl", str(folder))
+        with open(path) as handle:
+            ids = [json.loads(line)["source_id"] for line in handle]
+        assert len(ids) == len(set(ids)) == sources, ids
+    controls = runs.get("control", [])
+    assert [r.info.status for r in controls] == ["FINISHED"] * len(controls)
+    assert len({r.data.tags["kvx.control_key"] for r in controls}) == len(controls)
+
+
+def aggregate_strict(cwd, uri=None):
+    """``python -m kvx.aggregate --strict`` must exit 0; returns what it printed."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kvx.aggregate",
+            "--no-plots",
+            "--no-log",
+            "--strict",
+            "--out",
+            str(cwd / "agg"),
+        ],
+        cwd=cwd,
+        env=kvx_env(uri),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    return done.stdout + done.stderr

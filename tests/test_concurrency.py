@@ -5,44 +5,23 @@ clean under ``--strict`` once the command is rerun."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from mlflow.tracking import MlflowClient
+from helpers import aggregate_strict, check_exactly_once, finish, kvx_env, ledger
+from helpers import start_sweep as _start
 
 pytestmark = pytest.mark.slow
-TINY = ["reader=tiny", "context_tokens=300", "max_new_tokens=4", "progress=false", "diagnostics=[]"]
-LEASE = ["lease.settle_s=0.3", "lease.poll_s=0.5", "lease.heartbeat_s=1", "lease.stale_s=5"]
 GRID = ["press=snapkv,tova", "ratio=0.25,0.5", "n_sources=3"]
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    return env | {"TOKENIZERS_PARALLELISM": "false"} | extra
-
-
 def start(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "kvx", "-m", *TINY, *LEASE, *args],
-        cwd=cwd,
-        env=env or _env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-
-
-def finish(proc: subprocess.Popen, timeout: float = 600) -> tuple[int, str]:
-    _, err = proc.communicate(timeout=timeout)
-    return proc.returncode, err
+    return _start(cwd, *args, env=env)
 
 
 def run_ok(cwd: Path, *args: str) -> str:
@@ -52,58 +31,6 @@ def run_ok(cwd: Path, *args: str) -> str:
     assert proc.returncode == 0, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     return out + err
-
-
-def client(cwd: Path) -> tuple[MlflowClient, str]:
-    c = MlflowClient(tracking_uri=f"sqlite:///{cwd / 'outputs' / 'mlflow.db'}")
-    return c, c.get_experiment_by_name("kvx").experiment_id
-
-
-def ledger(cwd: Path) -> dict[str, list]:
-    """Active runs by role; every cell's records, read back from its artifact."""
-    c, exp = client(cwd)
-    runs = c.search_runs([exp], "", max_results=1000)
-    out: dict[str, list] = {}
-    for run in runs:
-        out.setdefault(run.data.tags.get("kvx.role", ""), []).append(run)
-    return out
-
-
-def check_exactly_once(cwd: Path, cells: int, sources: int) -> None:
-    """Each cell has one FINISHED run holding each source once; no other cell or control run is left."""
-    runs = ledger(cwd)
-    cell_runs = runs.get("cell", [])
-    assert [r.info.status for r in cell_runs] == ["FINISHED"] * cells, [r.info.status for r in cell_runs]
-    assert len({r.data.tags["kvx.cell_id"] for r in cell_runs}) == cells  # no cell twice
-    c, _ = client(cwd)
-    for run in cell_runs:
-        path = Path(c.download_artifacts(run.info.run_id, "records.jsonl", str(cwd / "dl" / run.info.run_id)))
-        ids = [json.loads(line)["source_id"] for line in path.read_text().splitlines()]
-        assert len(ids) == len(set(ids)) == sources, ids
-    controls = runs.get("control", [])
-    assert [r.info.status for r in controls] == ["FINISHED"] * len(controls)
-    assert len({r.data.tags["kvx.control_key"] for r in controls}) == len(controls)
-
-
-def aggregate_strict(cwd: Path) -> str:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kvx.aggregate",
-            "--no-plots",
-            "--no-log",
-            "--strict",
-            "--out",
-            str(cwd / "agg"),
-        ],
-        cwd=cwd,
-        env=_env(),
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    return done.stdout + done.stderr
 
 
 def wait_for_running_cell(cwd: Path, proc: subprocess.Popen, timeout: float = 300) -> None:
@@ -191,7 +118,7 @@ def test_a_full_disk_fails_the_cell_in_one_line_and_the_rerun_resumes(tmp_path):
         "repo.LocalArtifactRepository.log_artifact = log_artifact\n"
     )
     flag = tmp_path / "first-write-done"
-    env = _env(PYTHONPATH=str(hook), KVX_TEST_ONE_WRITE=str(flag))
+    env = kvx_env(PYTHONPATH=str(hook), KVX_TEST_ONE_WRITE=str(flag))
     code, err = finish(start(tmp_path, *GRID, env=env))
     assert code == 1 and "Traceback" not in err, err[-3000:]
     assert "kvx: disk full while writing" in err and "free space and rerun the same command" in err

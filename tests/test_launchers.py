@@ -1,0 +1,31 @@
+"""kvx's launcher presets, each run on this machine: two grouped jobs (per_job) of two cells each, every
+cell computed once, the sweep's plan counted in cells, and the aggregate clean."""
+
+from __future__ import annotations
+
+from importlib.util import find_spec
+
+import pytest
+from helpers import aggregate_strict, check_exactly_once, finish, ledger, start_sweep
+
+pytestmark = pytest.mark.slow
+GRID = ["task=ruler_niah_single,ruler_vt", "press=snapkv,tova", "per_job=[press]", "n_sources=2"]
+
+
+@pytest.mark.parametrize(
+    ("preset", "plugin"),
+    [
+        ("kvx_joblib", "hydra_joblib_launcher"),
+        ("kvx_submitit_local", "hydra_submitit_launcher"),
+        ("kvx_ray", "hydra_ray_launcher"),
+    ],
+)
+def test_preset_runs_grouped_jobs(tmp_path, preset, plugin):
+    if find_spec(f"hydra_plugins.{plugin}") is None:
+        pytest.skip(f'{plugin} is not installed (pip install "kvx[launchers]")')
+    code, err = finish(start_sweep(tmp_path, f"hydra/launcher={preset}", *GRID))
+    assert code == 0 and "Traceback" not in err, err[-3000:]
+    check_exactly_once(tmp_path, cells=4, sources=2)
+    (sweep,) = ledger(tmp_path)["sweep"]
+    assert sweep.data.tags["kvx.planned_jobs"] == "4"  # 2 jobs x 2 cells each
+    assert "0 errors and 0 warnings" in aggregate_strict(tmp_path)
