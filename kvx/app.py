@@ -151,9 +151,10 @@ def run_cell(cfg: DictConfig, typed: dict[str, str], parent: str | None) -> dict
     }
     if parent:
         tags[tracking.MLFLOW_PARENT] = parent
+    cell_runs = lambda: tracking.runs_with_tag(client, exp_id, tracking.CELL_ID, identity.id)  # noqa: E731
     lease = leases.claim(
         client,
-        lambda: tracking.runs_with_tag(client, exp_id, tracking.CELL_ID, identity.id),
+        cell_runs,
         lambda extra: client.create_run(exp_id, run_name=name, tags={**tags, **extra}).info.run_id,
         leases.Timing.from_config(cfg),
         f"cell {name}",
@@ -208,6 +209,9 @@ def run_cell(cfg: DictConfig, typed: dict[str, str], parent: str | None) -> dict
         raise
     finally:
         lease.release()
+    kept = leases.first_finished(client, cell_runs, run_id)
+    if kept != run_id and parent:  # another worker finished it first: this sweep counts that run
+        client.set_tag(parent, f"{tracking.REUSED}{identity.id}", kept)
     FINISHED_HERE += 1
     log.info("%s: %s", name, json.dumps({k: round(v, 4) for k, v in metrics.items()}))
     return metrics
@@ -262,9 +266,10 @@ def _log_control(
     tags = {tracking.ROLE: "control", tracking.CONTROL_KEY: split, **tracking.provenance_tags()}
     if parent:
         tags[tracking.MLFLOW_PARENT] = parent
+    ledgers = lambda: tracking.runs_with_tag(client, exp_id, tracking.CONTROL_KEY, split)  # noqa: E731
     lease = leases.claim(
         client,
-        lambda: tracking.runs_with_tag(client, exp_id, tracking.CONTROL_KEY, split),
+        ledgers,
         lambda extra: client.create_run(exp_id, run_name=run_name, tags={**tags, **extra}).info.run_id,
         timing,
         f"control ledger {run_name}",
@@ -284,3 +289,4 @@ def _log_control(
         raise
     finally:
         lease.release()
+    leases.first_finished(client, ledgers, run_id)

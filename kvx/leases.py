@@ -152,13 +152,28 @@ def claim(
                 return Claim(finished=done)
             continue  # the owner went stale: claim again
         client.set_tag(run_id, LEASE, "owner")
-        stale = [r for r in current if r.info.run_id != run_id and r.info.status != "FINISHED"]
-        for run in stale:  # not live (rivals were checked above): a killed worker's leftovers
+        stale = [r for r in current if r.info.run_id != run_id and r not in rivals]
+        for run in stale:  # neither finished nor live: a killed worker's leftovers
             log.info("deleting %s's stale run %s of %s", _owner(run), run.info.run_id, what)
             client.delete_run(run.info.run_id)
         return Claim(
             run_id=run_id, heartbeat=Heartbeat(client, run_id, timing.heartbeat_s), deleted_stale=len(stale)
         )
+
+
+def first_finished(client: Any, runs: Callable[[], list[Any]], run_id: str) -> str:
+    """After this worker finished ``run_id``: the run that stands for the cell. If the claim ever
+    failed (a store slower than ``settle_s``) and another worker finished the same cell too, the
+    later finisher deletes its own run, so the store never holds the cell twice."""
+    done = sorted(
+        (r for r in runs() if r.info.status == "FINISHED"),
+        key=lambda r: (r.info.end_time or 0, r.info.run_id),
+    )
+    if done and done[0].info.run_id != run_id:
+        log.info("run %s duplicates run %s, finished first; deleting it", run_id, done[0].info.run_id)
+        client.delete_run(run_id)
+        return done[0].info.run_id
+    return run_id
 
 
 def _finished(runs: list[Any]) -> Any:

@@ -21,8 +21,8 @@ from urllib.parse import urlparse
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from kvx.checks import check_bool, check_int, check_optional_int, check_ratio
 from kvx import grouping
+from kvx.checks import check_bool, check_int, check_optional_int, check_ratio
 from kvx.config import GROUPS, instantiate, register_configs
 from kvx.errors import ConfigError
 from kvx.registry import registry
@@ -86,7 +86,11 @@ def for_swept_groups(argv: list[str], overrides: Sequence[Any]) -> list[str]:
 
 
 #: launcher option -> the Hydra plugin package it needs (kvx's presets are named kvx_<launcher>)
-LAUNCHERS = {"joblib": "hydra_joblib_launcher", "submitit": "hydra_submitit_launcher", "ray": "hydra_ray_launcher"}
+LAUNCHERS = {
+    "joblib": "hydra_joblib_launcher",
+    "submitit": "hydra_submitit_launcher",
+    "ray": "hydra_ray_launcher",
+}
 
 
 def check_launcher(overrides: Sequence[Any]) -> None:
@@ -258,7 +262,7 @@ def check_tracking_uri(uri: str) -> None:
         )
 
 
-def check_reachable(uri: str, key: str | None = None, timeout_s: float = 3.0) -> None:
+def check_reachable(uri: str, key: str | None = None, timeout_s: float = 10.0) -> None:
     """A tracking server or database that does not answer fails now, in one line, instead of after
     MLflow's retries (minutes of silence). Something that answers at all passes: MLflow then speaks."""
     import socket

@@ -39,7 +39,9 @@ def run_kvx(folder, *args: str) -> None:
 # --- sweeps run as users run them, by several workers at once (concurrency, launchers, servers) ---
 
 TINY_SWEEP = ["reader=tiny", "context_tokens=300", "max_new_tokens=4", "progress=false", "diagnostics=[]"]
-FAST_LEASE = ["lease.settle_s=0.3", "lease.poll_s=0.5", "lease.heartbeat_s=1", "lease.stale_s=5"]
+# a worker killed on this machine is known dead at once (its pid), so stale_s only guards other machines;
+# it stays long because 16 workers on 2 cores can starve a heartbeat thread for seconds
+FAST_LEASE = ["lease.settle_s=0.3", "lease.poll_s=0.5", "lease.heartbeat_s=2", "lease.stale_s=60"]
 
 
 def kvx_env(uri=None, **extra):

@@ -179,3 +179,13 @@ def test_the_store_retries_while_sqlite_is_locked():
     assert tracking.retry_locked(flaky) == "ok" and len(calls) == 3
     with pytest.raises(RuntimeError, match="other"):
         tracking.retry_locked(lambda: (_ for _ in ()).throw(RuntimeError("other")))
+
+
+def test_the_later_of_two_finished_duplicates_deletes_itself(store):
+    client, _ = store
+    first = _run(store, status="FINISHED")
+    time.sleep(0.01)
+    second = _run(store, status="FINISHED")
+    runs = lambda: tracking.runs_with_tag(client, store[1], KEY, "c1")  # noqa: E731
+    assert leases.first_finished(client, runs, first) == first and second in _ids(store)
+    assert leases.first_finished(client, runs, second) == first and _ids(store) == {first: "FINISHED"}

@@ -1,0 +1,138 @@
+"""``python -m kvx.server``: a tracking server for many workers, on a real database.
+
+An embedded sqlite file serves one machine. Workers on several processes or nodes log to one
+``mlflow server`` instead, which keeps runs in a database (PostgreSQL here) and artifacts in a
+folder or an object store (S3, or anything S3-compatible through ``MLFLOW_S3_ENDPOINT_URL``)::
+
+    python -m kvx.server --postgres outputs/pg                  # a private Postgres cluster, started here
+    python -m kvx.server --backend-store-uri postgresql+psycopg2://user:pw@db/kvx \\
+        --artifacts-destination s3://bucket/kvx                 # an existing database and bucket
+    MLFLOW_TRACKING_URI=http://127.0.0.1:5000 python -m kvx -m hydra/launcher=kvx_joblib ...
+
+It prints the ``MLFLOW_TRACKING_URI`` to export once the server answers, and stops the server (and
+the cluster it started) on Ctrl-C. It binds to 127.0.0.1 unless ``--host`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from kvx import postgres
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m kvx.server", description=__doc__.split("\n\n")[0])
+    store = p.add_mutually_exclusive_group()
+    store.add_argument("--backend-store-uri", help="database for runs (default: outputs/mlflow.db)")
+    store.add_argument("--postgres", metavar="DIR", help="create/start a private PostgreSQL cluster in DIR")
+    p.add_argument("--postgres-port", type=int, help="port of the private cluster (default: a free one)")
+    p.add_argument(
+        "--artifacts-destination", default="outputs/mlartifacts", help="folder or s3://bucket/path"
+    )
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=5000)
+    p.add_argument("--workers", type=int, default=2, help="server worker processes")
+    p.add_argument("--wait-s", type=float, default=120, help="how long to wait for the server to answer")
+    return p.parse_args(argv)
+
+
+def command(backend: str, artifacts: str, host: str, port: int, workers: int) -> list[str]:
+    if "://" not in artifacts:
+        Path(artifacts).mkdir(parents=True, exist_ok=True)
+        artifacts = str(Path(artifacts).resolve())
+    return [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        backend,
+        "--artifacts-destination",
+        artifacts,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+        # uvicorn kills a worker that misses a 5 s health check; a busy machine (many sweep workers on
+        # few cores) misses it without being stuck, and every request on that worker breaks
+        "--uvicorn-opts",
+        "--timeout-worker-healthcheck 120",
+    ]
+
+
+def wait_healthy(url: str, process: subprocess.Popen, wait_s: float) -> None:
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"mlflow server exited with code {process.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"mlflow server did not answer at {url} within {wait_s:g} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cluster = None
+    backend = args.backend_store_uri
+    if args.postgres:
+        cluster = postgres.Cluster(Path(args.postgres), args.postgres_port)
+        try:
+            backend = cluster.start()
+        except RuntimeError as exc:
+            print(f"kvx.server: {exc}", file=sys.stderr)
+            return 2
+        print(f"kvx.server: PostgreSQL on 127.0.0.1:{cluster.port} ({args.postgres})", flush=True)
+    if backend is None:
+        Path("outputs").mkdir(exist_ok=True)
+        backend = f"sqlite:///{Path('outputs/mlflow.db').resolve()}"
+    url = f"http://{args.host}:{args.port}"
+    process = subprocess.Popen(
+        command(backend, args.artifacts_destination, args.host, args.port, args.workers),
+        start_new_session=True,
+    )
+    stop = {"now": False}
+
+    def request_stop(signum: int, frame: object) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, request_stop)
+    try:
+        wait_healthy(url, process, args.wait_s)
+        print(f"kvx.server: serving; export MLFLOW_TRACKING_URI={url}", flush=True)
+        while not stop["now"] and process.poll() is None:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    except RuntimeError as exc:
+        print(f"kvx.server: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if process.poll() is None:  # the server and its workers are one process group
+            os.killpg(process.pid, signal.SIGINT)
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        if cluster is not None:
+            cluster.stop()
+    print("kvx.server: stopped", file=sys.stderr)
+    return 0 if process.returncode in (0, -signal.SIGINT, -signal.SIGTERM) else (process.returncode or 1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
