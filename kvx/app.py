@@ -12,7 +12,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from kvx import leases, tracking
+from kvx import leases, tracing, tracking
 from kvx.config import GROUPS, choices, instantiate
 from kvx.errors import ConfigError
 from kvx.identity import digest
@@ -174,9 +174,14 @@ def run_cell(cfg: DictConfig, typed: dict[str, str], parent: str | None) -> dict
         client.set_tag(run_id, "model_revision", reader.revision)
         eng = engine(cfg)
         before = eng.controls.computed
-        records = as_dicts(eng.run_cell(cell, reader, bool(cfg.progress), chash))
+        tracer = tracing.Tracer(float(cfg.tracing.sample), run_id)
+        if tracer.sample > 0:
+            tracing.configure(tracking.tracking_uri(cfg), exp_id)
+        records = as_dicts(eng.run_cell(cell, reader, bool(cfg.progress), chash, tracer))
+        tracer.flush()
         metrics = cell_metrics(records)
         metrics["controls_computed"] = eng.controls.computed - before
+        metrics["traced_sources"] = tracer.traced
         _log_cell(client, run_id, cfg, records, metrics)
         manifest = cell.task.manifest(cell.n_sources, cell.seed)
         if manifest is not None:

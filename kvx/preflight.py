@@ -170,6 +170,9 @@ def check_job(cfg: DictConfig) -> None:
     check_folder("outputs_dir", cfg.outputs_dir)
     check_tracking_uri(tracking_uri(cfg))
     check_lease(cfg.get("lease"))
+    sample = cfg.get("tracing", {}).get("sample", 0.0)
+    if isinstance(sample, bool) or not isinstance(sample, (int, float)) or not 0 <= sample <= 1:
+        raise ConfigError(f"tracing.sample={sample!r} must be a share of sources in [0, 1]")
 
 
 def check_lease(node: Any) -> None:

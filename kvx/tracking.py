@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 from mlflow.entities import Run, RunStatus
 from mlflow.tracking import MlflowClient
@@ -102,6 +104,7 @@ def ensure_experiment(cfg: DictConfig) -> tuple[Store, str]:
         client = Store(MlflowClient(tracking_uri=uri))
         exp = client.get_experiment_by_name(name)
         if exp is not None:
+            _check_experiment(client, exp, cfg, uri)
             return client, exp.experiment_id
         location = None
         if uri.startswith("sqlite:") and cfg.mlflow.artifact_location:
@@ -113,6 +116,32 @@ def ensure_experiment(cfg: DictConfig) -> tuple[Store, str]:
             if exp is None:
                 raise
             return client, exp.experiment_id
+
+
+_WARNED: set[str] = set()
+
+
+def _check_experiment(client: Store, exp: object, cfg: DictConfig, uri: str) -> None:
+    """An experiment made before kvx tagged its kind opens as a classic ML experiment too; one whose
+    artifacts live outside this outputs folder (a copied store) is said loudly, since new runs write
+    their artifacts there."""
+    tags = getattr(exp, "tags", {}) or {}
+    if "mlflow.experimentKind" not in tags:
+        for key, value in EXPERIMENT_KIND.items():
+            client.set_experiment_tag(exp.experiment_id, key, value)
+    location = getattr(exp, "artifact_location", "") or ""
+    if uri.startswith("sqlite:///") and location.startswith("file:") and cfg.mlflow.artifact_location:
+        recorded = Path(url2pathname(urlparse(location).path))
+        here = Path(str(cfg.mlflow.artifact_location)).resolve()
+        if recorded != here and str(recorded) not in _WARNED:
+            _WARNED.add(str(recorded))
+            log.warning(
+                "experiment %s keeps its artifacts in %s, not in this outputs folder's %s (a copied "
+                "store?): new runs write there; python -m kvx.aggregate reads the copy's own folder",
+                exp.name,
+                recorded,
+                here,
+            )
 
 
 def runs_with_tag(client: MlflowClient, exp_id: str, key: str, value: str) -> list[Run]:

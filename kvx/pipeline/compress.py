@@ -21,6 +21,7 @@ from kvx.compressors.kvpress_adapter import attention_layers
 from kvx.lru import ByteLRU
 from kvx.pipeline.encode import ids_digest
 from kvx.readers.base import LoadedReader, Prompt, attn_implementation
+from kvx.tracing import Tracer
 
 SHARED_CONTEXTS_KEPT = 16  # compressed contexts kept for reuse by later sources with the same context
 
@@ -164,6 +165,7 @@ def compress(
     ratio: float,
     prompt: Prompt,
     query_aware: bool,
+    tracer: Tracer | None = None,
 ) -> tuple[Cache, CompressedRun]:
     """The compressed cache of one prompt, its retained-position map and where decoding starts."""
     model = reader.model
@@ -174,7 +176,12 @@ def compress(
     else:
         prefill_ids, feed = prompt.context_ids, prompt.question_ids
     digest = ids_digest(prefill_ids)  # keys both the captured prefill and the shared compressed context
-    capture = caches.capture(reader, prefill_ids, digest) if compressor.fast_path else None
+    capture = None
+    if compressor.fast_path:
+        before = caches.prefills
+        with (tracer or Tracer()).stage("prefill", {"tokens": int(prefill_ids.shape[1])}) as span:
+            capture = caches.capture(reader, prefill_ids, digest)
+            span.set_attribute("reused_capture", caches.prefills == before)
     shared = None if query_aware else (reader.key, digest, repr(compressor), ratio)
     run = CompressedRun(caches, reader, compressor, ratio, prefill_ids, feed, capture, shared)
     cache = run.build()

@@ -9,6 +9,7 @@ from typing import Any
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
 from kvx.diagnostics.categories import categorize, category_row
 from kvx.diagnostics.context import DiagnosticContext
+from kvx.tracing import Tracer
 
 #: diagnostics that compare two caches of ONE prompt: a text transform gives the two sides
 #: different prompts, so on transformed cells they are not applicable (decoding still runs)
@@ -31,15 +32,20 @@ def run_diagnostic(diagnostic: Diagnostic, context: DiagnosticContext) -> dict[s
 
 
 def diagnose(
-    diagnostics: list[tuple[str, Diagnostic]], context: DiagnosticContext, transformed: bool
+    diagnostics: list[tuple[str, Diagnostic]],
+    context: DiagnosticContext,
+    transformed: bool,
+    tracer: Tracer | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """Results by name and, for a C→W record, its category."""
     out = {}
     for name, diagnostic in diagnostics:
-        if transformed and name in SAME_PROMPT:
-            reason = "a text transform gave the compressed side another prompt than the FullCache control"
-            out[name] = asdict(DiagnosticResult("not_applicable", reason=reason))
-        else:
-            out[name] = run_diagnostic(diagnostic, context)
+        with (tracer or Tracer()).stage(f"diagnostic:{name}") as span:
+            if transformed and name in SAME_PROMPT:
+                reason = "a text transform gave the compressed side another prompt than the FullCache control"
+                out[name] = asdict(DiagnosticResult("not_applicable", reason=reason))
+            else:
+                out[name] = run_diagnostic(diagnostic, context)
+            span.set_outputs(out[name])
     category = categorize(category_row(out)) if context.record.get("transition") == "C→W" else None
     return out, category

@@ -37,6 +37,7 @@ from kvx.pipeline.transform import Transformed, transform_source
 from kvx.readers.base import LoadedReader, Prompt
 from kvx.records import Answer, Record, validate
 from kvx.tasks.base import Segment, Source, Task
+from kvx.tracing import Tracer
 from kvx.transforms.base import Transform
 from kvx.transforms.none import Identity
 
@@ -182,7 +183,12 @@ class Engine:
 
     @torch.inference_mode()
     def run_cell(
-        self, cell: Cell, reader: LoadedReader, progress: bool = True, config_hash: str | None = None
+        self,
+        cell: Cell,
+        reader: LoadedReader,
+        progress: bool = True,
+        config_hash: str | None = None,
+        tracer: Tracer | None = None,
     ) -> list[Record]:
         identity = cell.identity(reader.identity)
         flat = identity.flat()
@@ -208,12 +214,24 @@ class Engine:
             + [f"seed={cell.seed}", identity.id]
         )
         cell.transform.bind(reader)
+        tracer = tracer or Tracer()
         records = []
         for source in tqdm(self.sources(cell, reader), desc=label, disable=not progress, leave=False):
             started = time.perf_counter()
-            with reader.autocast():
+            inputs = {"source_id": source.id, "question": source.question, "references": list(source.answers)}
+            with reader.autocast(), tracer.source(f"{label} | {source.id}", source.id, inputs) as root:
+                root.set_attribute("kvx.cell_id", identity.id)
                 record = self.run_source(
-                    cell, reader, identity, source, f"{cell.task_name}/{source.id}/{tail}", base
+                    cell, reader, identity, source, f"{cell.task_name}/{source.id}/{tail}", base, tracer
+                )
+                root.set_outputs(
+                    {
+                        "status": record.status,
+                        "reason": record.reason,
+                        "transition": record.transition,
+                        "full": (record.full.output if record.full else None),
+                        "compressed": (record.compressed.output if record.compressed else None),
+                    }
                 )
             record.seconds = time.perf_counter() - started
             validate(record.to_dict())
@@ -228,10 +246,14 @@ class Engine:
         source: Source,
         key: str,
         base: dict,
+        tracer: Tracer | None = None,
     ) -> Record:
         """Every stage for one source of one cell; nothing here outlives the source but the caches."""
-        prompt = encode(reader, source)
-        n_ctx = int(prompt.context_ids.shape[1])
+        tracer = tracer or Tracer()
+        with tracer.stage("encode", {"context_chars": len(source.context)}) as span:
+            prompt = encode(reader, source)
+            n_ctx = int(prompt.context_ids.shape[1])
+            span.set_outputs({"context_tokens": n_ctx, "question_tokens": int(prompt.question_ids.shape[1])})
         record = Record(
             key=key,
             status="supported",
@@ -245,7 +267,10 @@ class Engine:
             **base,
         )
         try:
-            transformed = self.transformed(cell, identity, reader, source)
+            with tracer.stage("transform", {"transform": cell.transform_name}) as span:
+                transformed = self.transformed(cell, identity, reader, source)
+                if transformed is not None:
+                    span.set_outputs({"context": transformed.source.context, **transformed.info})
         except Exception as exc:  # a transform that fails on a source: never a wrong answer
             asked = identity.setting
             record.setting = _setting_dict(
@@ -270,13 +295,29 @@ class Engine:
             record.fail("unsupported", setting.reason)
             return record
         try:
-            record.full = self.control(cell, reader, source, prompt, identity.split)
+            with tracer.stage("control", {"compressor": "FullCache"}) as span:
+                record.full = self.control(cell, reader, source, prompt, identity.split)
+                span.set_outputs(record.full.to_dict())
         except Exception as exc:  # no control, no pair: an error, not a wrong answer
             record.fail("error", f"FullCache control: {type(exc).__name__}: {exc}")
             return record
         try:
-            gen, run = self.compressed(cell, reader, comp_prompt, setting.ratio)
-            answer = evaluate(cell.task, gen, comp_source)
+            inputs = {"compressor": cell.press_name, "ratio": setting.ratio, "tokens": n_compressed}
+            with tracer.stage("compress", inputs) as span:
+                cache, run = compress(
+                    self.caches, reader, cell.compressor, setting.ratio, comp_prompt, cell.query_aware, tracer
+                )
+                span.set_outputs(
+                    {"cache_tokens": cache.get_seq_length(), "retained_share": setting.retained_share}
+                )
+            with tracer.stage("decode", {"max_new_tokens": cell.max_new_tokens}, "LLM") as span:
+                gen = decode_compressed(reader, run, cache, cell.max_new_tokens)
+                span.set_outputs(
+                    {"text": gen.text, "new_tokens": len(gen.token_ids), "stop": gen.stop_reason}
+                )
+            with tracer.stage("evaluate") as span:
+                answer = evaluate(cell.task, gen, comp_source)
+                span.set_outputs({"correct": answer.correct, "score": answer.score})
         except Exception as exc:  # recorded, counted, never scored as wrong
             record.fail("error", f"{type(exc).__name__}: {exc}")
             return record
@@ -288,7 +329,9 @@ class Engine:
                 "transition": record.transition,
             }
             ctx = DiagnosticContext(reader, cell, comp_source, comp_prompt, run, view)
-            record.diagnostics, record.category = diagnose(cell.diagnostics, ctx, transformed is not None)
+            record.diagnostics, record.category = diagnose(
+                cell.diagnostics, ctx, transformed is not None, tracer
+            )
         return record
 
 

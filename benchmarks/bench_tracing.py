@@ -1,0 +1,78 @@
+"""What MLflow Tracing costs a cell: the same cells run with tracing off, at the default sample and
+with every source traced, alternating, on the embedded SmolLM2 (the controls are computed once first,
+so every timed pass does the same work: prefill-reusing compression, decode, evaluate).
+
+    python benchmarks/bench_tracing.py --sources 10 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+from kvx import tracing
+from kvx.pipeline.engine import Cell, Engine
+from kvx.readers.base import load_reader
+from kvx.readers.embedded import SmolLM2
+from kvx.registry import registry
+from kvx.tasks.ruler import NiahSingle
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sources", type=int, default=10)
+    p.add_argument("--context", type=int, default=1024)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--samples", type=float, nargs="+", default=[0.0, 0.1, 1.0])
+    args = p.parse_args()
+    reader = load_reader("smollm2", SmolLM2())
+    press = registry("compressor").get("snapkv")()
+    with tempfile.TemporaryDirectory() as tmp:
+        client = MlflowClient(tracking_uri=f"sqlite:///{tmp}/mlflow.db")
+        exp = client.create_experiment("bench")
+        tracing.configure(f"sqlite:///{tmp}/mlflow.db", exp)
+        run_id = client.create_run(exp).info.run_id
+        engine = Engine(Path(tmp), 8 * 2**30)
+        cell = Cell(
+            "ruler_niah_single",
+            NiahSingle(),
+            "smollm2",
+            "snapkv",
+            press,
+            0.5,
+            0,
+            args.sources,
+            args.context,
+            24,
+        )
+        engine.run_cell(cell, reader, progress=False)  # controls and captures: every timed pass reuses them
+        times: dict[float, list[float]] = {s: [] for s in args.samples}
+        traced: dict[float, int] = {}
+        for _ in range(args.repeats):
+            for sample in args.samples:
+                tracer = tracing.Tracer(sample, run_id)
+                start = time.perf_counter()
+                engine.run_cell(cell, reader, progress=False, tracer=tracer)
+                tracer.flush()
+                times[sample].append(time.perf_counter() - start)
+                traced[sample] = tracer.traced
+    off = statistics.median(times[0.0]) if 0.0 in times else None
+    out = {
+        str(s): {
+            "median_s": round(statistics.median(t), 3),
+            "traced_sources": traced[s],
+            "overhead_vs_off": None if off is None else round(statistics.median(t) / off - 1, 4),
+        }
+        for s, t in times.items()
+    }
+    print(json.dumps({"sources": args.sources, "context": args.context, "by_sample": out}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
