@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from omegaconf import DictConfig
 
 from kvx import leases, tracking
 from kvx.identity import digest
+
+log = logging.getLogger("kvx")
 
 
 def planned_jobs(overrides: list[str]) -> int:
@@ -50,11 +53,13 @@ class MlflowParentRun(Callback):
         self.run_id: str | None = None
         self.client: Any = None
         self.heartbeat: leases.Heartbeat | None = None
+        self.exp_id: str | None = None
+        self.uri: str | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         """Parallel launchers pickle the callbacks to their workers: the sweep run (a store client,
         a heartbeat thread) stays with the process that opened it."""
-        return {"run_id": None, "client": None, "heartbeat": None}
+        return {"run_id": None, "client": None, "heartbeat": None, "exp_id": None, "uri": None}
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         tracking.ensure_experiment(config)
@@ -83,6 +88,8 @@ class MlflowParentRun(Callback):
         self.heartbeat = leases.Heartbeat(client, self.run_id, timing.heartbeat_s)
         (sweep_dir / tracking.PARENT_FILE).write_text(self.run_id)
         atexit.register(self._close, "FAILED")
+        tracking.share_view(client, exp_id)
+        self.exp_id, self.uri = exp_id, tracking.tracking_uri(config)
         for old in tracking.runs_with_tag(client, exp_id, tracking.GRID, grid):
             if (
                 old.info.run_id != self.run_id
@@ -94,6 +101,15 @@ class MlflowParentRun(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._close("FINISHED")
+        path = tracking.ui_path(self.exp_id)
+        if self.uri.startswith("http"):
+            log.info("MLflow UI: %s/%s", self.uri.rstrip("/"), path)
+        else:
+            log.info(
+                "MLflow UI: mlflow ui --backend-store-uri %s, then open http://127.0.0.1:5000/%s",
+                self.uri,
+                path,
+            )
 
     def _close(self, status: str) -> None:
         if self.run_id is None:

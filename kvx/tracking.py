@@ -44,6 +44,15 @@ MLFLOW_PARENT = "mlflow.parentRunId"
 #: the MLflow UI opens an experiment with this kind as a classic ML experiment (runs table with params
 #: and metrics) instead of its GenAI view
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+#: MLflow 3's UI opens experiments in its GenAI view unless the link (or the user's last choice) says
+#: otherwise; this query string opens the classic runs table, in the view kvx stores on the experiment
+VIEW_KEY = "kvx"
+UI_QUERY = f"viewStateShareKey={VIEW_KEY}&workflowType=machine_learning"
+#: the runs table's columns in that view: the headline metrics, then the sweep axes
+VIEW_COLUMNS = [
+    *(f"metrics.`{m}`" for m in ("accuracy", "cw_rate", "n_cw", "n_error")),
+    *(f"params.`{p}`" for p in ("press", "setting.value", "task", "reader", "seed", "transform")),
+]
 _LOCKED = ("database is locked", "database table is locked")
 
 
@@ -142,6 +151,20 @@ def _check_experiment(client: Store, exp: object, cfg: DictConfig, uri: str) -> 
                 recorded,
                 here,
             )
+
+
+def share_view(client: Store, experiment_id: str) -> None:
+    """Store the runs-table view the UI link opens: sweep axes and headline metrics as columns
+    (MLflow's shared-view experiment tag)."""
+    import json
+
+    state = json.dumps({"selectedColumns": VIEW_COLUMNS})
+    client.set_experiment_tag(experiment_id, f"mlflow.sharedViewState.{VIEW_KEY}", state)
+
+
+def ui_path(experiment_id: str) -> str:
+    """The UI route of an experiment's runs table (append to the server's address)."""
+    return f"#/experiments/{experiment_id}/runs?{UI_QUERY}"
 
 
 def runs_with_tag(client: MlflowClient, exp_id: str, key: str, value: str) -> list[Run]:
