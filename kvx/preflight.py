@@ -63,9 +63,9 @@ def prepare(argv: Sequence[str], config_dir: str) -> list[str]:
         return list(argv)  # nothing runs, or the config comes from a folder the compose below does not search
     check_launcher(overrides)
     per_job = grouping.axes(overrides)
-    moved = grouping.inner([o for o in overrides if not _is_hydra(o)], per_job) if per_job else []
     if per_job and not multirun:
         raise ConfigError(f"{grouping.KEY} groups the cells of a multirun: add -m")
+    moved = grouping.inner([o for o in overrides if not _is_hydra(o)], per_job) if per_job else []
     check_jobs(config_dir, config_name, jobs)
     if not moved:
         return for_swept_groups(list(argv), overrides)

@@ -125,6 +125,21 @@ def test_tracking_store_nobody_answers(tmp_path: Path, start_s: float, uri: str)
     assert "unset MLFLOW_TRACKING_URI" in line
 
 
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["-m", "per_job=[press]", "ratio=0.25,0.5"],
+            "per_job names press, which this command line does not sweep",
+        ),
+        (["-m", "per_job=press,ratio", "press=snapkv,tova"], "per_job=press,ratio is a sweep"),
+        (["per_job=[press]", "press=snapkv"], "per_job groups the cells of a multirun: add -m"),
+    ],
+)
+def test_per_job_grouping_mistakes(tmp_path: Path, start_s: float, args: list[str], expected: str) -> None:
+    _fails(tmp_path, start_s, args, expected)
+
+
 def test_sqlite_store_that_cannot_be_created(tmp_path: Path, start_s: float) -> None:
     (tmp_path / "taken").write_text("x")
     uri = "mlflow.tracking_uri=sqlite:///taken/mlflow.db"
