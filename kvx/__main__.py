@@ -7,6 +7,8 @@ list of registered names) instead of after a model load, and nothing is written 
 
 from __future__ import annotations
 
+import atexit
+import os
 import sys
 from pathlib import Path
 
@@ -48,8 +50,13 @@ def main() -> None:
             "store and the cell in progress is marked KILLED; rerun the same command to resume "
             "(finished cells are reused)",
             file=sys.stderr,
+            flush=True,
         )
-        sys.exit(130)
+        # close the sweep run now and leave with 130: a second KeyboardInterrupt surfacing while the
+        # interpreter joins MLflow's and Hydra's threads at shutdown would otherwise end it as -SIGINT
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        os._exit(130)
 
 
 if __name__ == "__main__":

@@ -79,7 +79,7 @@ def test_eight_workers_on_sqlite_lose_and_duplicate_nothing(tmp_path):
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
 def test_a_sweep_stopped_mid_cell_resumes_and_supersedes_itself(tmp_path, sig):
-    grid = ["press=snapkv", "ratio=0.25,0.5", "n_sources=40", "context_tokens=600", "max_new_tokens=16"]
+    grid = ["press=snapkv", "ratio=0.25,0.5", "n_sources=16", "context_tokens=600", "max_new_tokens=16"]
     proc = start(tmp_path, *grid)
     wait_for_running_cell(tmp_path, proc)
     os.killpg(proc.pid, sig) if sig == signal.SIGKILL else proc.send_signal(sig)
@@ -92,7 +92,7 @@ def test_a_sweep_stopped_mid_cell_resumes_and_supersedes_itself(tmp_path, sig):
     left = ledger(tmp_path)
     assert any(r.info.status != "FINISHED" for r in left["cell"])  # a cell was cut off
     run_ok(tmp_path, *grid)
-    check_exactly_once(tmp_path, cells=2, sources=40)
+    check_exactly_once(tmp_path, cells=2, sources=16)
     sweeps = ledger(tmp_path)["sweep"]
     stopped = (
         "FAILED" if sig == signal.SIGINT else "KILLED"
@@ -120,34 +120,33 @@ def test_a_full_disk_fails_the_cell_in_one_line_and_the_rerun_resumes(tmp_path):
     )
     flag = tmp_path / "first-write-done"
     env = kvx_env(PYTHONPATH=str(hook), KVX_TEST_ONE_WRITE=str(flag))
-    code, err = finish(start(tmp_path, *GRID, env=env))
+    grid = ["press=snapkv", "ratio=0.25,0.5", "n_sources=2"]
+    code, err = finish(start(tmp_path, *grid, env=env))
     assert code == 1 and "Traceback" not in err, err[-3000:]
     assert "kvx: disk full while writing" in err and "free space and rerun the same command" in err
-    run_ok(tmp_path, *GRID)
-    check_exactly_once(tmp_path, cells=4, sources=3)
+    run_ok(tmp_path, *grid)
+    check_exactly_once(tmp_path, cells=2, sources=2)
     assert "0 errors and 0 warnings" in aggregate_strict(tmp_path)
 
 
-def test_a_corrupt_control_file_is_set_aside_and_recomputed(tmp_path):
-    run_ok(tmp_path, "press=snapkv", "ratio=0.5", "n_sources=3")
-    files = sorted((tmp_path / "outputs" / "controls").rglob("*.json"))
-    assert len(files) == 3
-    files[0].write_text('{"output": "half a wri')  # a torn write from another tool or a bad copy
-    files[1].write_bytes(b"\x00\xff\x00")
-    err = run_ok(tmp_path, "press=snapkv", "ratio=0.25", "n_sources=3")
-    assert err.count("moved to") == 2 and "recomputed" in err
-    assert len(sorted((tmp_path / "outputs" / "controls").rglob("*.corrupt"))) == 2
-    check_exactly_once(tmp_path, cells=2, sources=3)
-    assert "0 errors and 0 warnings" in aggregate_strict(tmp_path)
-
-
-def test_a_copied_outputs_folder_reads_its_own_artifacts(tmp_path):
-    """The store records absolute artifact paths: a copy must not silently read the original's."""
+def test_a_corrupt_control_file_is_recomputed_and_a_copied_folder_reads_its_own_artifacts(tmp_path):
+    """A control file that does not parse is set aside and recomputed. The store records absolute
+    artifact paths, so a copy of the outputs folder must read its own artifacts, not the original's."""
     import shutil
 
     first, copy = tmp_path / "first", tmp_path / "copy"
     first.mkdir()
-    run_ok(first, "press=snapkv", "ratio=0.5", "n_sources=2")
+    run_ok(first, "press=snapkv", "ratio=0.5", "n_sources=3")
+    files = sorted((first / "outputs" / "controls").rglob("*.json"))
+    assert len(files) == 3
+    files[0].write_text('{"output": "half a wri')  # a torn write from another tool or a bad copy
+    files[1].write_bytes(b"\x00\xff\x00")
+    err = run_ok(first, "press=snapkv", "ratio=0.25", "n_sources=3")
+    assert err.count("moved to") == 2 and "recomputed" in err
+    assert len(sorted((first / "outputs" / "controls").rglob("*.corrupt"))) == 2
+    check_exactly_once(first, cells=2, sources=3)
+    assert "0 errors and 0 warnings" in aggregate_strict(first)
+
     shutil.copytree(first / "outputs", copy / "outputs")
     shutil.rmtree(first / "outputs" / "mlartifacts")  # the original is gone: only the copy's remain
     assert "0 errors and 0 warnings" in aggregate_strict(copy)

@@ -151,13 +151,7 @@ def _sweep(server: Server, cwd: Path, *args: str) -> subprocess.Popen:
 
 
 def test_grouped_jobs_log_to_postgres_and_s3(server, tmp_path):
-    grid = [
-        "hydra/launcher=kvx_joblib",
-        "press=snapkv,tova",
-        "ratio=0.25,0.5",
-        "per_job=[ratio]",
-        "n_sources=2",
-    ]
+    grid = ["press=snapkv,tova", "ratio=0.25,0.5", "per_job=[ratio]", "n_sources=2"]  # joblib: test_launchers
     code, err = finish(_sweep(server, tmp_path, *grid))
     assert code == 0 and "Traceback" not in err, err[-3000:]
     check_exactly_once(tmp_path, cells=4, sources=2, uri=server.uri)
@@ -207,7 +201,7 @@ def test_sixteen_concurrent_workers_lose_and_duplicate_nothing(server):
 
 
 def test_a_server_restart_mid_sweep_loses_nothing(server, tmp_path):
-    grid = ["press=snapkv", "ratio=0.25,0.5", "n_sources=40", "context_tokens=600", "max_new_tokens=16"]
+    grid = ["press=snapkv", "ratio=0.25,0.5", "n_sources=16", "context_tokens=600", "max_new_tokens=16"]
     proc = _sweep(server, tmp_path, *grid)
     from helpers import store
 
@@ -226,5 +220,5 @@ def test_a_server_restart_mid_sweep_loses_nothing(server, tmp_path):
     server.start()  # ... and come back on the same ports
     code, err = finish(proc)
     assert code == 0 and "Traceback" not in err, err[-3000:]
-    check_exactly_once(tmp_path, cells=2, sources=40, uri=server.uri)
+    check_exactly_once(tmp_path, cells=2, sources=16, uri=server.uri)
     assert "0 errors and 0 warnings" in aggregate_strict(tmp_path, server.uri)
