@@ -19,7 +19,6 @@ from pathlib import Path
 from kvx.aggregate.pipeline import Options, Result, analyse
 from kvx.aggregate.sources import DirectorySource, MlflowSource, Source
 from kvx.errors import ConfigError
-from kvx.preflight import check_reachable
 
 DEFAULT_URI = "sqlite:///outputs/mlflow.db"
 
@@ -91,6 +90,8 @@ def build_source(args: argparse.Namespace) -> tuple[Source, str | None]:
         return ScoresSource(args.scores), args.tracking_uri
     if args.records:
         return DirectorySource(args.records), args.tracking_uri
+    from kvx.preflight import check_reachable  # hydra and plugins: only for stores
+
     uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
     check_reachable(uri, "--tracking-uri" if args.tracking_uri else None)
     return MlflowSource(uri, args.experiment or ["kvx"], args.sweep, args.close_stale), uri

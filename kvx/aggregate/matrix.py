@@ -15,7 +15,8 @@ from kvx.diagnostics.categories import CATEGORIES
 
 CELL = ["task", "reader", "compressor", "setting"]
 TRANSITIONS = {"n_cc": "C→C", "n_cw": "C→W", "n_wc": "W→C", "n_ww": "W→W"}
-UNCATEGORIZED = "not_categorized"  # C→W rows whose run had no diagnostics: counted, never guessed
+UNCATEGORIZED = "not_categorized"  # C→W rows without diagnostics in a cell where others have them
+NO_DIAGNOSTICS = "N/A"  # a cell none of whose C→W rows has a diagnostic: no category, no share
 POOLED = "pooled"
 
 
@@ -63,19 +64,32 @@ def _fullcache(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return out
 
 
+def family_label(family: str) -> str:
+    """The task label of a family's pooled rows (``ruler/*``: every RULER task of the selection)."""
+    return f"{family}/*"
+
+
 def matrix(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per task x reader x compressor x setting, plus FullCache rows and source-weighted pools."""
-    cells = _cell_counts(rows, CELL)
-    full = _fullcache(rows, ["task", "reader"])
-    parts = [full, cells]
+    """Per task x reader x compressor x setting, plus FullCache rows and source-weighted pools: one per
+    task family of two or more tasks (``level`` family, between its tasks and the pooled rows) and one
+    over every task (``level`` pooled)."""
+    levels: list[tuple[str, pd.DataFrame]] = [("task", rows)]
+    families = rows[rows["task_family"] != ""].groupby("task_family", sort=True)["task"].nunique()
+    for family in families[families > 1].index:
+        levels.append(("family", rows[rows["task_family"] == family].assign(task=family_label(family))))
     if rows["task"].nunique() > 1:
-        pooled = _cell_counts(rows.assign(task=POOLED), CELL)
-        pooled_full = _fullcache(rows.assign(task=POOLED), ["task", "reader"])
-        parts += [pooled_full, pooled]
+        levels.append(("pooled", rows.assign(task=POOLED)))
+    parts = []
+    for level, frame in levels:
+        parts += [
+            _fullcache(frame, ["task", "reader"]).assign(level=level),
+            _cell_counts(frame, CELL).assign(level=level),
+        ]
     out = pd.concat(parts, ignore_index=True)
     ratio = rows.drop_duplicates(["compressor", "setting"]).set_index(["compressor", "setting"])["ratio"]
     out["ratio"] = [ratio.get((c, s), np.nan) for c, s in zip(out["compressor"], out["setting"], strict=True)]
     columns = [
+        "level",
         "task",
         "reader",
         "compressor",
@@ -97,9 +111,9 @@ def matrix(rows: pd.DataFrame) -> pd.DataFrame:
     out = out.reindex(columns=columns)
     order = {"FullCache": 0}
     out["_full"] = out["compressor"].map(order).fillna(1)
-    out["_pool"] = out["task"] == POOLED
-    out = out.sort_values(["_pool", "task", "reader", "_full", "compressor", "ratio"], kind="stable")
-    return out.drop(columns=["_full", "_pool"]).reset_index(drop=True)
+    out["_level"] = out["level"].map({"task": 0, "family": 1, "pooled": 2})
+    out = out.sort_values(["_level", "task", "reader", "_full", "compressor", "ratio"], kind="stable")
+    return out.drop(columns=["_full", "_level"]).reset_index(drop=True)
 
 
 def failure_rows(rows: pd.DataFrame) -> pd.DataFrame:
@@ -126,18 +140,37 @@ def failures(rows: pd.DataFrame, metrics: list[Metric]) -> pd.DataFrame:
 
 
 def categories(rows: pd.DataFrame) -> pd.DataFrame:
-    """Table 4: rows and shares of each category among a cell's C→W rows, and over all cells."""
-    fails = failure_rows(rows).assign(category=lambda f: f["category"].fillna(UNCATEGORIZED))
+    """Table 4: rows and shares of each category among a cell's C→W rows, and over all cells.
+
+    Categories come from the records, or are derived from their diagnostic values (``n_derived``). A cell
+    none of whose C→W rows has a diagnostic is one ``N/A`` row with no share: no category was measured,
+    which is not 0% of each. Where only some rows lack diagnostics they are counted as not_categorized.
+    """
+    columns = [*CELL, "category", "rows", "share", "n_derived"]
+    fails = failure_rows(rows)
     if fails.empty:
-        return pd.DataFrame(columns=[*CELL, "category", "rows", "share"])
-    names = [*CATEGORIES, UNCATEGORIZED] if (fails["category"] == UNCATEGORIZED).any() else list(CATEGORIES)
+        return pd.DataFrame(columns=columns)
     parts = []
     for keys, group in [*fails.groupby(CELL, sort=True), (("all",) * 4, fails)]:
-        counts = group["category"].value_counts().reindex(names, fill_value=0)
-        part = pd.DataFrame(
-            {"category": names, "rows": counts.to_numpy(), "share": counts.to_numpy() / len(group)}
-        )
+        known = group["category"].notna()
+        if not known.any():
+            part = pd.DataFrame({"category": [NO_DIAGNOSTICS], "rows": [len(group)], "share": [np.nan]})
+            part["n_derived"] = 0
+        else:
+            names = list(CATEGORIES) + ([UNCATEGORIZED] if not known.all() else [])
+            category = group["category"].fillna(UNCATEGORIZED)
+            counts = category.value_counts().reindex(names, fill_value=0)
+            derived = category[group["category_derived"].astype(bool)].value_counts()
+            derived = derived.reindex(names, fill_value=0)
+            part = pd.DataFrame(
+                {
+                    "category": names,
+                    "rows": counts.to_numpy(),
+                    "share": counts.to_numpy() / len(group),
+                    "n_derived": derived.to_numpy(),
+                }
+            )
         for col, value in zip(CELL, keys, strict=True):
             part[col] = value
         parts.append(part)
-    return pd.concat(parts, ignore_index=True)[[*CELL, "category", "rows", "share"]]
+    return pd.concat(parts, ignore_index=True)[columns]

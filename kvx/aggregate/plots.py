@@ -8,8 +8,11 @@ Figures are built on the Agg canvas directly (no pyplot state, no display needed
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +51,7 @@ CATEGORY_COLORS: dict[str, str] = dict(
 )
 _EXTRA_COLORS = ("#000000", "#661100", "#332288", "#117733")
 _POOLED = "all"
+PANELS_PER_ROW = 5  # small multiples wrap after this many panels
 
 
 def order_settings(labels: Iterable[object]) -> list[str]:
@@ -88,30 +92,49 @@ def heatmaps(matrix: pd.DataFrame, out: Path) -> list[Path]:
 
 
 def jaccard_heatmap(matched: pd.DataFrame, out: Path) -> list[Path]:
-    """Figure 4B per reader x compressor pair: failure-set Jaccard, rows task, columns setting.
+    """Figure 4B per reader, as small multiples: one panel per task (pooled last), rows compressor pairs,
+    columns settings, one shared color scale. One figure instead of one per pair keeps dozens of pairs
+    readable side by side (and fast to draw).
 
     Counts are annotated because a low Jaccard only means "different failures" next to its union.
     """
     if matched.empty:
         return []
     paths = []
-    keys = ["reader", "compressor_a", "compressor_b"]
-    for (reader, comp_a, comp_b), group in _groups(_tasks_pooled_last(matched), keys):
-        rows = _first_seen(group["task"])
+    for (reader,), group in _groups(matched, ["reader"]):
+        group = group.assign(
+            pair=group["compressor_a"].astype(str) + " vs " + group["compressor_b"].astype(str)
+        )
+        rows = _first_seen(group["pair"])
         cols = order_settings(group["setting"])
-        cells = _cells(group, "task", "setting")
-        fig, (ax,) = _figure(1.1 * len(cols) + 2.6, 0.6 * len(rows) + 1.6)
-        _heat(ax, cells, rows, cols, _jaccard_cell, "viridis", (0.0, 1.0), "Jaccard")
-        ax.set_title(f"Failure-set Jaccard: {comp_a} vs {comp_b}\nreader {reader}", fontsize=10)
-        paths.append(_save(fig, out / f"{_slug('jaccard', reader, comp_a, 'vs', comp_b)}.png"))
+        panels = list(_groups(_tasks_pooled_last(group), ["task"]))
+        ncols = min(len(panels), PANELS_PER_ROW)
+        nrows = -(-len(panels) // ncols)
+        fig, axes = _figure(
+            ncols * (0.9 * len(cols) + 1.0) + 3.0, nrows * (0.32 * len(rows) + 1.2) + 1.0, ncols, nrows
+        )
+        for i, (ax, ((task,), panel)) in enumerate(zip(axes, panels, strict=False)):
+            _heat(ax, _cells(panel, "pair", "setting"), rows, cols, _jaccard_cell, "viridis", (0.0, 1.0), "")
+            ax.set_title(task, fontsize=9)
+            if i % ncols:
+                ax.tick_params(labelleft=False)
+        for ax in axes[len(panels) :]:
+            ax.set_visible(False)
+        fig.colorbar(axes[0].images[0], ax=axes, label="Jaccard", shrink=0.8)
+        fig.suptitle(f"Failure-set Jaccard of compressor pairs · reader {reader}", fontsize=10)
+        paths.append(_save(fig, out / f"{_slug('jaccard', reader)}.png"))
     return paths
 
 
 def category_bars(categories: pd.DataFrame, out: Path) -> list[Path]:
     """Table 4 as stacked shares per compressor@setting, one figure per task x reader.
 
-    Each figure ends with the pooled ("all") bar so a cell can be read against the whole ledger.
+    Each figure ends with the pooled ("all") bar so a cell can be read against the whole ledger. Cells
+    without diagnostics have no categories: they are omitted, never drawn as empty bars.
     """
+    if categories.empty:
+        return []
+    categories = categories[categories["share"].notna()]  # N/A cells (no diagnostics) draw no bar
     if categories.empty:
         return []
     pooled = categories[categories["task"] == _POOLED]
@@ -275,14 +298,63 @@ OPTIONAL_PLOTS: dict[str, tuple[str, Callable[[pd.DataFrame, Path], list[Path]]]
 }
 
 
-def plot_all(tables: Mapping[str, pd.DataFrame], out: Path) -> dict[str, list[Path]]:
+#: the columns a figure function draws one figure per group of: its frame is split on them, so the
+#: figures can be drawn in parallel processes (functions not named here draw from their whole frame)
+SPLIT: dict[str, list[str]] = {
+    "heatmaps": ["task", "reader"],
+    "jaccard_heatmap": ["reader"],
+    "reader_scaling": ["task", "evidence", "compressor", "setting", "metric"],
+    "contrast_plot": ["task", "reader", "anchor", "structural"],
+}
+Job = tuple[str, Callable[[pd.DataFrame, Path], list[Path]], pd.DataFrame, Path]
+
+
+def plot_all(
+    tables: Mapping[str, pd.DataFrame], out: Path, workers: int | None = None
+) -> dict[str, list[Path]]:
     """Every figure the report embeds, keyed as ``report.write_html`` expects; absent frames plot nothing
-    (and an optional figure whose frame is absent has no key)."""
-    figures = {key: plot(tables.get(frame, pd.DataFrame()), out) for key, (frame, plot) in PLOTS.items()}
-    figures |= {
-        key: plot(tables[frame], out) for key, (frame, plot) in OPTIONAL_PLOTS.items() if frame in tables
-    }
+    (and an optional figure whose frame is absent has no key). Figures are drawn by ``workers`` processes
+    (default: the CPUs this process may use); drawing, not analysis, is most of an aggregate's time."""
+    wanted = {key: tables.get(frame, pd.DataFrame()) for key, (frame, _) in PLOTS.items()}
+    wanted |= {key: tables[frame] for key, (frame, _) in OPTIONAL_PLOTS.items() if frame in tables}
+    functions = {key: plot for key, (_, plot) in (PLOTS | OPTIONAL_PLOTS).items()}
+    jobs: list[Job] = [
+        (key, functions[key], part, out)
+        for key, frame in wanted.items()
+        for part in _parts(frame, SPLIT.get(key))
+    ]
+    figures: dict[str, list[Path]] = {key: [] for key in wanted}
+    for (key, *_), paths in zip(jobs, _draw(jobs, workers), strict=True):
+        figures[key].extend(paths)
     return figures
+
+
+def _parts(frame: pd.DataFrame, keys: list[str] | None) -> list[pd.DataFrame]:
+    """The frame split into one part per figure, in the order the function itself would draw them."""
+    keys = [k for k in keys or [] if k in frame]
+    if frame.empty or not keys:
+        return [frame]
+    ordered = _tasks_pooled_last(frame) if "task" in keys else frame
+    return [group for _, group in _groups(ordered, keys)]
+
+
+def _draw_one(job: Job) -> list[Path]:
+    _, plot, frame, out = job
+    return plot(frame, out)
+
+
+def _draw(jobs: list[Job], workers: int | None) -> list[list[Path]]:
+    """Draw in forked processes (they inherit the imported matplotlib: no start-up cost) when there are
+    CPUs and figures enough; serially otherwise, and where fork does not exist."""
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    busy = [job for job in jobs if not job[2].empty]
+    workers = min(workers, len(busy))
+    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return [_draw_one(job) for job in jobs]
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        return list(pool.map(_draw_one, jobs))
 
 
 # --- grouping and labels -------------------------------------------------------------------------
@@ -385,7 +457,8 @@ def _heat(
     limits: tuple[float, float],
     label: str,
 ) -> None:
-    """An annotated heatmap; absent and NaN cells are gray, hatched and labelled N/A."""
+    """An annotated heatmap; absent and NaN cells are gray, hatched and labelled N/A. An empty ``label``
+    draws no colorbar (small multiples share one)."""
     values = np.full((len(rows), len(cols)), np.nan)
     texts = [["N/A"] * len(cols) for _ in rows]
     for i, r in enumerate(rows):
@@ -402,7 +475,8 @@ def _heat(
     ax.set_xticks(range(len(cols)), labels=list(cols))
     ax.set_yticks(range(len(rows)), labels=list(rows))
     ax.set_xlabel("setting")
-    ax.figure.colorbar(image, ax=ax, label=label, shrink=0.9)
+    if label:
+        ax.figure.colorbar(image, ax=ax, label=label, shrink=0.9)
 
 
 def _na_patch(x: int, y: int) -> Rectangle:
@@ -536,13 +610,13 @@ def _scaling(ax: Axes, valid: pd.DataFrame) -> None:
 # --- figure plumbing -----------------------------------------------------------------------------
 
 
-def _figure(width: float, height: float, ncols: int = 1) -> tuple[Figure, list[Axes]]:
+def _figure(width: float, height: float, ncols: int = 1, nrows: int = 1) -> tuple[Figure, list[Axes]]:
     fig = Figure(figsize=(min(width, 30.0), min(height, 30.0)), layout="constrained")
     FigureCanvasAgg(fig)
-    return fig, list(np.atleast_1d(fig.subplots(1, ncols)))
+    return fig, list(np.atleast_1d(fig.subplots(nrows, ncols)).ravel())
 
 
 def _save(fig: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    fig.savefig(path, dpi=DPI)  # constrained layout already fits; "tight" would draw every figure twice
     return path

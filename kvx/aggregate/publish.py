@@ -9,7 +9,6 @@ from dataclasses import asdict
 from importlib.metadata import version
 from pathlib import Path
 
-from kvx import tracking
 from kvx.aggregate.pipeline import Options, Result
 from kvx.aggregate.sources import Source
 
@@ -50,6 +49,8 @@ def publish(
 
 def _log(uri: str, source: Source, out: Path, result: Result, options: Options) -> None:
     from mlflow.tracking import MlflowClient
+
+    from kvx import tracking
 
     client = MlflowClient(tracking_uri=uri)
     experiments = source.description.get("experiments", "kvx").split(", ")

@@ -11,6 +11,7 @@ import base64
 import html
 import mimetypes
 import re
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ __all__ = [
 ]
 
 NA = "N/A"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 MAX_HTML_ROWS = 2000  # the CSV always holds every row; this keeps report.html openable
 
 # Column kinds by name: the analysis frames store fractions in [0, 1] under these tokens.
@@ -202,6 +204,58 @@ figure{margin:1rem 0}figure img{max-width:100%;height:auto;border:1px solid #eee
 figcaption{font-size:.8rem;color:#555}.empty{color:#666;font-style:italic}
 .explain{background:#f7f9fc;border-left:4px solid #0072B2;padding:.5rem .8rem}
 .error{color:#b00020;font-weight:600}.warning{color:#8a5a00;font-weight:600}
+th button{font:inherit;color:inherit;background:none;border:0;padding:0;margin:0;cursor:pointer;
+text-align:inherit}th button::after{content:"\\a0\\21C5";color:#999}
+th[aria-sort=ascending] button::after{content:"\\a0\\25B2";color:inherit}
+th[aria-sort=descending] button::after{content:"\\a0\\25BC";color:inherit}
+"""
+
+# Sorts a table.sortable by the clicked header: cells marked class="num" as numbers, others as text
+# (numeric-aware collation); "N/A" and empty cells stay last in either direction. Headers become
+# buttons at load (keyboard and screen readers); the sorted header carries aria-sort.
+_SORT_JS = """
+(function(){
+var text=new Intl.Collator("en",{numeric:true,sensitivity:"base"});
+function key(td){
+  var s=td?td.textContent.trim():"";
+  if(s===""||s==="N/A")return null;
+  if(!td.classList.contains("num"))return s;
+  var v=s==="inf"?Infinity:s==="-inf"?-Infinity:Number(s);
+  return isNaN(v)?null:v;
+}
+function order(a,b){
+  if(typeof a==="number"&&typeof b==="number")return a<b?-1:a>b?1:0;
+  if(typeof a==="number")return -1;
+  if(typeof b==="number")return 1;
+  return text.compare(a,b);
+}
+function sort(th){
+  var table=th.closest("table"),body=table.tBodies[0],col=th.cellIndex;
+  var dir=th.getAttribute("aria-sort")==="ascending"?-1:1;
+  var rows=Array.prototype.map.call(body.rows,function(tr,i){return [key(tr.cells[col]),i,tr];});
+  rows.sort(function(a,b){
+    if(a[0]===null||b[0]===null)return (a[0]===null)-(b[0]===null)||a[1]-b[1];
+    return dir*order(a[0],b[0])||a[1]-b[1];
+  });
+  var heads=table.tHead.rows[0].cells;
+  for(var j=0;j<heads.length;j++)heads[j].removeAttribute("aria-sort");
+  th.setAttribute("aria-sort",dir>0?"ascending":"descending");
+  var frag=document.createDocumentFragment();
+  rows.forEach(function(r){frag.appendChild(r[2]);});
+  body.appendChild(frag);
+}
+document.querySelectorAll("table.sortable>thead>tr>th").forEach(function(th){
+  var b=document.createElement("button");
+  b.type="button";
+  b.title="Sort by this column";
+  while(th.firstChild)b.appendChild(th.firstChild);
+  th.appendChild(b);
+});
+document.addEventListener("click",function(e){
+  var th=e.target.closest&&e.target.closest("table.sortable>thead>tr>th");
+  if(th)sort(th);
+});
+})();
 """
 
 
@@ -241,7 +295,9 @@ def write_html(
     title: str,
     meta: Mapping[str, str],
 ) -> Path:
-    """Write one self-contained ``report.html`` (inline CSS, base64 images, no scripts or remote links).
+    """Write one self-contained ``report.html``: inline CSS, base64 images (lazily decoded, sized from
+    their PNG headers) and one small inline script that sorts tables by a clicked header; no remote
+    links, so the page works offline from ``file://``.
 
     Tables link to their CSV files in ``out`` by relative href when those files exist.
     """
@@ -265,7 +321,7 @@ def write_html(
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{_esc(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
         + "\n".join(body)
-        + "\n</body>\n</html>\n"
+        + f"\n<script>{_SORT_JS}</script>\n</body>\n</html>\n"
     )
     path = out / "report.html"
     path.write_text(document, encoding="utf-8")
@@ -426,12 +482,23 @@ def _other_html(extra: Mapping[str, pd.DataFrame], out: Path) -> str:
     return "\n".join(parts)
 
 
+def _png_size(data: bytes) -> tuple[int, int] | None:
+    """Pixel (width, height) from a PNG's IHDR chunk (bytes 16..24, big-endian); None if not a PNG."""
+    if len(data) < 24 or data[:8] != PNG_MAGIC or data[12:16] != b"IHDR":
+        return None
+    return struct.unpack(">II", data[16:24])
+
+
 def _figure_html(path: Path) -> str:
+    """An inline image; lazy and async so long reports open fast, sized so layout does not jump."""
+    raw = path.read_bytes()
     mime = mimetypes.guess_type(path.name)[0] or "image/png"
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    data = base64.b64encode(raw).decode("ascii")
+    size = _png_size(raw)
+    dims = f' width="{size[0]}" height="{size[1]}"' if size else ""
     return (
-        f'<figure><img src="data:{mime};base64,{data}" alt="{_esc(path.stem)}">'
-        f"<figcaption>{_esc(path.name)}</figcaption></figure>"
+        f'<figure><img src="data:{mime};base64,{data}" alt="{_esc(path.stem)}"{dims} loading="lazy" '
+        f'decoding="async"><figcaption>{_esc(path.name)}</figcaption></figure>'
     )
 
 
@@ -455,7 +522,7 @@ def _table_html(name: str, frame: pd.DataFrame, out: Path) -> str:
     body = "".join(
         "<tr>" + "".join(_td(cell, num) for cell, num in zip(row, numeric)) + "</tr>" for row in rows
     )
-    table = f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+    table = f'<table class="sortable"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
     return f'{head}{note}<div class="scroll">{table}</div>'
 
 

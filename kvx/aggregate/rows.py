@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import pandas as pd
@@ -23,6 +24,8 @@ INTERVENTION_FIELDS = (
     "degraded_sham",
 )
 NAN = float("nan")
+UNKNOWN = "unknown"  # the label of a field an external record leaves unknown (never a made-up value)
+CATEGORY_DIAGNOSTICS = ("coverage", "likelihood", "attention")  # what Table 4's rules read
 
 
 @dataclass(frozen=True)
@@ -54,9 +57,14 @@ def declared_metrics(declared: dict[tuple[str, str], str]) -> list[Metric]:
 def setting_label(setting: dict[str, Any]) -> str:
     """The setting as asked for: ``0.5`` (ratio), ``128 tok`` (token budget), ``-`` (the compressor's
     own fields fix it: press=none, hqq with press.bits)."""
+    return _label(setting["kind"], setting["value"])
+
+
+@lru_cache(maxsize=4096)
+def _label(kind: str, value: Any) -> str:  # a sweep has few settings and many records each
     from kvx.identity import SettingSpec
 
-    return SettingSpec(setting["kind"], setting["value"]).label()
+    return SettingSpec(kind, value).label()
 
 
 def _number(value: Any) -> float:
@@ -78,11 +86,39 @@ def _detail(value: Any) -> Any:
     return value if isinstance(value, str) else _number(value)
 
 
+def _category(record: dict[str, Any], diags: dict[str, Any]) -> dict[str, Any]:
+    """The Table 4 category of a C→W row: the recorded one, else derived from the stored diagnostic values
+    by the same rules (records from elsewhere often carry values but no category); None (N/A) when no
+    diagnostic the rules read has a valid value."""
+    recorded = (record.get("category") or {}).get("category")
+    if recorded is not None:
+        return {"category": recorded, "category_derived": False}
+    measured = any((diags.get(name) or {}).get("status") in VALID for name in CATEGORY_DIAGNOSTICS)
+    if record.get("transition") != "C→W" or not measured:
+        return {"category": None, "category_derived": False}
+    from kvx.diagnostics.categories import categorize, category_row
+
+    return {"category": categorize(category_row(diags))["category"], "category_derived": True}
+
+
 def _transform_fields(record: dict[str, Any]) -> dict[str, Any]:
     """The text transform of the record's cell: its name (``turns:<selector>``, ``delete_turns``,
-    ``none``), the turn fraction kept by a turn selector and the deletion of ``delete_turns``."""
-    flat = record["cell"].get("fields") or {}
-    name = flat.get("transform") or (record.get("transform") or {}).get("name") or "none"
+    ``none``), the turn fraction kept by a turn selector and the deletion of ``delete_turns``. The cell
+    id names its fields, so each cell is worked out once (a cell has hundreds of records)."""
+    name = (record.get("transform") or {}).get("name")
+    key = (record["cell"]["id"], name)
+    if key not in _TRANSFORMS:
+        if len(_TRANSFORMS) > 100_000:
+            _TRANSFORMS.clear()
+        _TRANSFORMS[key] = _transform_of(record["cell"].get("fields") or {}, name)
+    return _TRANSFORMS[key]
+
+
+_TRANSFORMS: dict[tuple[str, str | None], dict[str, Any]] = {}
+
+
+def _transform_of(flat: dict[str, Any], recorded: str | None) -> dict[str, Any]:
+    name = flat.get("transform") or recorded or "none"
     fraction = flat.get("transform.fraction") if str(name).startswith("turns:") else None
     which = flat.get("transform.which") if name == "delete_turns" else None
     shown = ",".join(f"{k[10:]}={v}" for k, v in sorted(flat.items()) if k.startswith("transform."))
@@ -119,8 +155,9 @@ def project(
         "sweep": sweep,
         "key": record["key"],
         "task": record["task"],
+        "task_family": str(record.get("task_family") or ""),
         "reader": reader,
-        "revision": record["model_revision"],
+        "revision": record["model_revision"] or UNKNOWN,
         "family": str(record.get("reader_family") or reader),  # unknown: a family of its own
         "prompt_format": str(record.get("prompt_format") or ""),
         "split": record.get("split", ""),
@@ -128,7 +165,7 @@ def project(
         "ratio": ratio,
         "setting": setting_label(setting),
         "cell_id": record["cell"]["id"],
-        "seed": int(record["seed"]),
+        "seed": UNKNOWN if record["seed"] is None else str(record["seed"]),
         "source_id": record["source_id"],
         "status": record["status"],
         "prompt_hash": record["prompt_hash"],
@@ -138,7 +175,7 @@ def project(
         "comp_score": _number(comp.get("score")),
         "comp_correct": _flag(comp.get("correct")),
         "transition": record.get("transition"),
-        "category": (record.get("category") or {}).get("category"),
+        **_category(record, diags),
         "text_hash": record.get("compressed_text_sha256"),
     }
     for diag, result in diags.items():

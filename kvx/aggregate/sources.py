@@ -7,6 +7,7 @@ Batches are read one at a time: the aggregate never holds every raw record in me
 
 from __future__ import annotations
 
+import gzip
 import json
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -16,10 +17,10 @@ from typing import Any
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
-from kvx import tracking
 from kvx.aggregate.problems import Problem
 
 CONTROL_SUFFIX = ".controls.jsonl"
+_CONTROL_STEM = ".controls"  # <split>.controls.jsonl or <split>.controls.jsonl.gz
 
 
 @dataclass
@@ -47,6 +48,8 @@ class Source:
     reused: dict[str, set[str]] = field(default_factory=dict)
     #: unfinished sweep id -> the later sweep of the same grid that finished it
     superseded: dict[str, str] = field(default_factory=dict)
+    #: what was read differently from what was asked, not wrong: files skipped as not records
+    notes: list[str] = field(default_factory=list)
 
     def batches(self) -> Iterator[Batch]:
         raise NotImplementedError
@@ -58,6 +61,8 @@ class Source:
 def superseded(sweeps: Iterable[Any]) -> dict[str, str]:
     """Unfinished sweeps whose grid (the same command line) a later sweep ran to FINISHED: that later
     sweep resumed them, reusing their finished cells, so the grid is complete there. Old -> new id."""
+    from kvx import tracking  # imports MLflow: only for stores, so reading record files starts fast
+
     by_grid: dict[str, list[Any]] = {}
     for run in sweeps:
         grid = run.data.tags.get(tracking.GRID)
@@ -80,6 +85,8 @@ class MlflowSource(Source):
         self, uri: str, experiments: list[str], sweeps: list[str] | None = None, close_stale: bool = False
     ) -> None:
         from mlflow.tracking import MlflowClient
+
+        from kvx import tracking
 
         super().__init__({"tracking_uri": uri, "experiments": ", ".join(experiments)})
         if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
@@ -226,6 +233,8 @@ class MlflowSource(Source):
             return path.read_text(encoding="utf-8").splitlines()
 
     def batches(self) -> Iterator[Batch]:
+        from kvx import tracking
+
         for run in self.cells:
             run_id = run.info.run_id
             lines = self._lines(run, "records.jsonl")
@@ -246,20 +255,34 @@ class MlflowSource(Source):
 
 
 class DirectorySource(Source):
-    """Record files under one or more directories: ``*.jsonl`` (one record per line) or ``*.json``
-    (a list of records); ``*.controls.jsonl`` files are FullCache control ledgers."""
+    """Record files under one or more directories (or single files): ``*.jsonl`` and ``*.jsonl.gz`` (one
+    record per line) or ``*.json`` (one record or a list); ``*.controls.jsonl[.gz]`` files are FullCache
+    control ledgers. Anything else under the directories (a manifest, a README, a JSON file that holds
+    no records) is skipped with a note, never parsed as records."""
 
     def __init__(self, roots: list[Path]) -> None:
         super().__init__({"records": ", ".join(str(r) for r in roots)})
         self.files: list[Path] = []
+        skipped: list[str] = []
         for root in roots:
-            if not root.is_dir():
-                raise FileNotFoundError(f"--records {root}: not a directory")
-            self.files.extend(
-                sorted(p for p in root.rglob("*") if p.suffix in (".jsonl", ".json") and p.is_file())
-            )
+            if root.is_file():
+                found = [root]
+            elif root.is_dir():
+                found = sorted(p for p in root.rglob("*") if p.is_file())
+            else:
+                raise FileNotFoundError(f"--records {root}: no such directory or file")
+            for path in found:
+                if _record_file(path):
+                    self.files.append(path)
+                elif not path.name.startswith("."):
+                    skipped.append(str(path.relative_to(root)) if path != root else str(path))
+        if skipped:
+            named = ", ".join(skipped[:5]) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
+            self.notes.append(f"skipped {len(skipped)} files that are not records: {named}")
         if not self.files:
-            raise FileNotFoundError(f"--records {', '.join(map(str, roots))}: no .jsonl or .json files")
+            raise FileNotFoundError(
+                f"--records {', '.join(map(str, roots))}: no record files (.jsonl, .jsonl.gz or .json)"
+            )
         self.sweeps = sorted({str(r) for r in roots})
 
     def __len__(self) -> int:
@@ -267,17 +290,71 @@ class DirectorySource(Source):
 
     def batches(self) -> Iterator[Batch]:
         for path in self.files:
-            text = path.read_text(encoding="utf-8")
+            stem = _stem(path)
+            kind = "controls" if stem.endswith(_CONTROL_STEM) else "records"
+            split = stem.removesuffix(_CONTROL_STEM) if kind == "controls" else None
+            try:
+                text = _read_text(path)
+            except (OSError, EOFError, UnicodeDecodeError) as exc:
+                self.problems.append(Problem("parse", "error", str(path), "", f"unreadable: {exc}"))
+                continue
             if path.suffix == ".json":
                 try:
-                    data = json.loads(text)
+                    items = _json_records(text)
                 except json.JSONDecodeError as exc:
                     self.problems.append(Problem("parse", "error", str(path), "", f"invalid JSON: {exc}"))
                     continue
-                items = data if isinstance(data, list) else [data]
+                if items is None:
+                    self.notes.append(f"skipped {path}: a JSON file without records")
+                    continue
                 lines = [json.dumps(item) for item in items]
             else:
                 lines = text.splitlines()
-            kind = "controls" if path.name.endswith(CONTROL_SUFFIX) else "records"
-            split = path.name.removesuffix(CONTROL_SUFFIX) if kind == "controls" else None
+                if kind == "records" and not _looks_like_records(lines):
+                    self.notes.append(f"skipped {path}: its lines are not records (no key, schema_version)")
+                    continue
             yield Batch(str(path), str(path.parent), kind, lines, split=split)
+
+
+def _stem(path: Path) -> str:
+    """The name without .jsonl / .jsonl.gz / .json."""
+    name = path.name.removesuffix(".gz")
+    for suffix in (".jsonl", ".json"):
+        if name.endswith(suffix):
+            return name.removesuffix(suffix)
+    return name
+
+
+def _record_file(path: Path) -> bool:
+    return path.name.endswith((".jsonl", ".jsonl.gz", ".json")) and not path.name.startswith(".")
+
+
+def _read_text(path: Path) -> str:
+    if path.name.endswith(".gz"):
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            return fh.read()
+    return path.read_text(encoding="utf-8")
+
+
+def _is_record(item: Any) -> bool:
+    return isinstance(item, dict) and "key" in item and "schema_version" in item
+
+
+def _json_records(text: str) -> list[Any] | None:
+    """The records of a ``.json`` file, or None when it holds none (a manifest, a config)."""
+    data = json.loads(text)
+    items = data if isinstance(data, list) else [data]
+    return items if any(_is_record(item) for item in items) else None
+
+
+def _looks_like_records(lines: list[str]) -> bool:
+    """A JSON-lines file is records unless its first line parses to an object that is not one; a line that
+    does not parse is left to validation, which reports it with its line number."""
+    first = next((line for line in lines if line.strip()), None)
+    if first is None:
+        return True
+    try:
+        item = json.loads(first)
+    except json.JSONDecodeError:
+        return True
+    return _is_record(item)

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import rankdata
 
 from kvx.diagnostics.stats import exact_mcnemar
 
@@ -96,6 +95,8 @@ def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
 
 def _mann_whitney_u(pos: np.ndarray, neg: np.ndarray) -> float:
     """Pairs with pos > neg plus half the ties, from midranks in O(n log n)."""
+    from scipy.stats import rankdata  # scipy.stats takes ~0.5 s to import: only when ranking
+
     ranks = rankdata(np.concatenate([pos, neg]))
     return float(ranks[: pos.size].sum() - pos.size * (pos.size + 1) / 2)
 

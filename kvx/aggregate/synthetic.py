@@ -8,9 +8,11 @@ diagnostics so separation is non-trivial. ``log_sweep`` writes them into an MLfl
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,6 +41,10 @@ class Grid:
     seed: int = 0
     diagnostics: bool = True
     intervention: bool = True
+    #: (compressor, ratio) cells the compressor cannot run: every record unsupported (ThinK at 25% in
+    #: KVDiagnosis Table 11)
+    unsupported: tuple[tuple[str, float], ...] = ()
+    error_rate: float = 0.0  # share of each cell's sources whose compressed run failed with an error
 
 
 def _hash(*parts: object) -> str:
@@ -185,7 +191,18 @@ def cell_records(grid: Grid, task: str, reader: str, compressor: str, ratio: flo
             query_aware=False,
             split=split_key(grid, task, reader),
             seconds=1.0,
+            task_family="ruler" if task.startswith("ruler_") else None,
         )
+        if (compressor, ratio) in grid.unsupported:
+            record.full = full
+            record.fail("unsupported", f"{compressor} cannot keep {1 - ratio:.0%} of the cache")
+            out.append(record.to_dict())
+            continue
+        if grid.error_rate and rng.random() < grid.error_rate:
+            record.full = full
+            record.fail("error", "RuntimeError: CUDA out of memory (synthetic)")
+            out.append(record.to_dict())
+            continue
         record.pair(full, comp)
         cw, cc = record.transition == "C→W", record.transition == "C→C"
         if grid.diagnostics:
@@ -213,6 +230,24 @@ def controls(records: list[dict]) -> list[dict]:
         for r in records
         if r["full"]
     ]
+
+
+def write_records(root: Path, grid: Grid, compresslevel: int = 1) -> int:
+    """Write the grid as a record directory of ``.jsonl.gz`` files (one per cell) with a control ledger per
+    control group, streaming cell by cell; returns the number of records written."""
+    root.mkdir(parents=True, exist_ok=True)
+    written, ledgers = 0, set()
+    for (task, reader, compressor, ratio), records in cells(grid):
+        name = f"{task}__{reader}__{compressor}__{ratio}.jsonl.gz"
+        with gzip.open(root / name, "wt", encoding="utf-8", compresslevel=compresslevel) as fh:
+            fh.write(dumps(records))
+        written += len(records)
+        split = records[0]["split"]
+        if split not in ledgers:
+            ledgers.add(split)
+            with gzip.open(root / f"{split}.controls.jsonl.gz", "wt", encoding="utf-8") as fh:
+                fh.write(dumps(controls(records)))
+    return written
 
 
 def log_sweep(uri: str, grid: Grid, experiment: str = "kvx") -> str:

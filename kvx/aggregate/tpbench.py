@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import spearmanr
 
 from kvx.aggregate.cells import owner
 from kvx.aggregate.stats import _BLOCK_CELLS, _check_bootstrap, _interval, pair_mcnemar
@@ -343,6 +342,8 @@ def _rho(a: pd.Series, b: pd.Series) -> float:
     """Spearman rho (average ranks for ties); NaN below three methods or for a constant column."""
     if len(a) < 3 or a.nunique() < 2 or b.nunique() < 2:
         return NAN
+    from scipy.stats import spearmanr  # slow to import: only when TPBench ranks are compared
+
     return float(spearmanr(a, b).statistic)
 
 

@@ -15,16 +15,16 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from itertools import product
 from typing import Any
 
+import orjson
 import pandas as pd
 
 from kvx.aggregate.problems import Problem
 from kvx.aggregate.rows import Metric, declared_metrics, project
 from kvx.aggregate.sources import Batch
-from kvx.records import SCHEMA_VERSION, cell_metrics, schema
+from kvx.records import SCHEMA_VERSION, cell_metrics, is_valid, schema, unknown_fields
 
 COUNT_KEYS = (
     "n_records",
@@ -41,30 +41,22 @@ SHOWN = 5  # sources named in one message before "and N more"
 FIXED = "-"  # the setting label of compressors whose own fields fix what they keep
 
 
-@lru_cache(maxsize=1)
-def _fast_validator() -> Any:
-    """fastjsonschema compiles the schema to Python: ~28x faster than jsonschema on kvx records
-    (0.02 vs 0.56 ms each), which is what keeps 60,000 records inside the time budget. jsonschema
-    stays the reference: it re-checks every record the fast path rejects, for the message."""
-    import fastjsonschema
+def schema_error(record: dict[str, Any], nonfinite: bool = False) -> str | None:
+    """None for a valid record, else jsonschema's most relevant message with its JSON path.
 
-    return fastjsonschema.compile(schema())
-
-
-def schema_error(record: dict[str, Any]) -> str | None:
-    """None for a valid record, else jsonschema's most relevant message with its JSON path."""
-    import fastjsonschema
+    A record holding NaN or Infinity (``nonfinite``) is checked by jsonschema alone, which takes them as
+    numbers like the JSON they came from, so the non-finite check can say which values they are."""
+    if not nonfinite and is_valid(record):
+        return None
     import jsonschema
 
-    try:
-        _fast_validator()(record)
+    best = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema()).iter_errors(record))
+    if best is None and nonfinite:
         return None
-    except fastjsonschema.JsonSchemaException as fast:
-        best = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema()).iter_errors(record))
-        if best is None:  # the two validators disagree: report the fast one, never accept silently
-            return str(fast)
-        path = "/".join(str(p) for p in best.absolute_path) or "(record)"
-        return f"{path}: {best.message}"
+    if best is None:  # the two validators disagree: say so, never accept silently
+        return "rejected by the compiled schema (jsonschema-rs) but not by jsonschema"
+    path = "/".join(str(p) for p in best.absolute_path) or "(record)"
+    return f"{path}: {best.message}"
 
 
 def nonfinite_paths(node: Any, path: str = "") -> list[str]:
@@ -93,7 +85,17 @@ class Validated:
     conflicts: set[tuple[str, str]] = field(default_factory=set)
     contrasts: dict[str, dict[str, str]] = field(default_factory=dict)  # task -> anchor -> structural
     cells: dict[str, dict[str, Any]] = field(default_factory=dict)  # cell id -> its flat identity fields
+    #: (provenance source, field, reason) -> external records that leave the field unknown
+    unknown: Counter = field(default_factory=Counter)
     n_records: int = 0
+
+    def provenance(self) -> pd.DataFrame:
+        """One row per field an external ledger leaves unknown: the report marks them, nothing fills them."""
+        rows = [
+            {"source": source, "field": name, "records": n, "reason": reason}
+            for (source, name, reason), n in sorted(self.unknown.items())
+        ]
+        return pd.DataFrame(rows, columns=["source", "field", "records", "reason"])
 
     def metrics(self) -> list[Metric]:
         return declared_metrics(self.declared)
@@ -138,11 +140,12 @@ def check_batch(batch: Batch, out: Validated) -> None:
                 )
             )
             continue
-        message = schema_error(record)
+        odd = "NaN" in line or "Infinity" in line
+        message = schema_error(record, odd) or _unexplained(record, out)
         if message is not None:
             out.problems.append(Problem("schema", "error", batch.origin, key, message))
             continue
-        bad = nonfinite_paths(record) if ("NaN" in line or "Infinity" in line) else []
+        bad = nonfinite_paths(record) if odd else []
         fatal = [p for p in bad if p.startswith(OUTCOME_PREFIXES)]
         if bad:
             effect = "record left out" if fatal else "those values are treated as missing, not imputed"
@@ -160,9 +163,36 @@ def check_batch(batch: Batch, out: Validated) -> None:
         out.rows.append(pd.DataFrame(rows))
 
 
+def _unexplained(record: dict[str, Any], out: Validated) -> str | None:
+    """An external record may leave a field null only with a reason (the schema already refuses nulls in
+    kvx's own records); counted per field so the report can mark what is unknown."""
+    if "provenance" not in record:
+        return None
+    unknown = unknown_fields(record)
+    if not unknown:
+        return None
+    provenance = record["provenance"]
+    reasons = provenance.get("unknown") or {}
+    missing = [name for name in unknown if name not in reasons]
+    if missing:
+        return f"provenance.unknown: {', '.join(missing)} null without a reason"
+    for name in unknown:
+        out.unknown[(provenance.get("source", ""), name, reasons[name])] += 1
+    return None
+
+
+def _loads(line: str) -> Any:
+    """orjson where it can (faster); json where the line has NaN or Infinity, which orjson refuses and the
+    non-finite check reports value by value."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return json.loads(line)
+
+
 def _parse(batch: Batch, lineno: int, line: str, out: Validated) -> dict[str, Any] | None:
     try:
-        record = json.loads(line)
+        record = _loads(line)
     except json.JSONDecodeError as exc:
         out.problems.append(Problem("parse", "error", batch.origin, f"line {lineno}", f"invalid JSON: {exc}"))
         return None
@@ -285,7 +315,7 @@ def _pairing(rows: pd.DataFrame, ledger: dict[str, dict[str, dict]], problems: l
                     "error",
                     r["origin"],
                     r["key"],
-                    f"prompt hash {r['prompt_hash'][:12]} differs "
+                    f"prompt hash {str(r['prompt_hash'])[:12]} differs "
                     f"from {common[:12]} of the same source in other cells; source left out",
                 )
             )
@@ -315,7 +345,8 @@ def _pairing(rows: pd.DataFrame, ledger: dict[str, dict[str, dict]], problems: l
             message = "no FullCache partner in the control ledger; record left out"
         elif entry.get("prompt_hash") != r.prompt_hash:
             message = (
-                f"control prompt hash {str(entry.get('prompt_hash'))[:12]} != record's {r.prompt_hash[:12]}"
+                f"control prompt hash {str(entry.get('prompt_hash'))[:12]} "
+                f"!= record's {str(r.prompt_hash)[:12]}"
             )
         elif (entry.get("score"), entry.get("correct"), entry.get("output")) != (
             r.full_score,

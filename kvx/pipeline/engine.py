@@ -206,6 +206,7 @@ class Engine:
             "cell": {"id": identity.id, "fields": flat},
             "versions": versions(),
             "contrast": dict(type(cell.task).contrast) or None,
+            "task_family": type(cell.task).family,
         }
         label = cell.label()
         # key = task/<source>/reader@revision/compressor/setting/seed/cell id: unique per source and cell

@@ -139,6 +139,9 @@ class Task(ABC):
     #: string anchor -> the structural metric it stands in for (names from ``metrics``); the aggregate
     #: shows each pair side by side with the share each keeps relative to FullCache
     contrast: ClassVar[dict[str, str]] = {}
+    #: the family the task belongs to (RULER's subtasks are ``ruler``): the aggregate's matrix pools each
+    #: family between its tasks and the pooled row; None: a task of its own
+    family: ClassVar[str | None] = None
 
     def manifest(self, n: int, seed: int) -> dict[str, Any] | None:
         """What the split is made of (files read, construction counts, hashes), logged with each run;

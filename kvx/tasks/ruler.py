@@ -183,6 +183,7 @@ class RulerTask(Task):
     """Shared sizing, ids and scoring; subclasses describe one prompt as a function of haystack size."""
 
     name: ClassVar[str]
+    family: ClassVar[str | None] = "ruler"
     #: every RULER prompt has a fixed instruction and question of over 32 words
     min_context_tokens: ClassVar[int] = 32
 

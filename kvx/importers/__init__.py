@@ -1,0 +1,58 @@
+"""Importers: convert results published elsewhere into a kvx record directory.
+
+``python -m kvx.importers NAME PATH --out DIR`` writes what ``python -m kvx.aggregate --records DIR``
+reads: ``<task>.jsonl.gz`` record files, ``<split>.controls.jsonl.gz`` FullCache control ledgers and an
+``import_manifest.json`` saying what was read, how each field was mapped and what stayed unknown.
+Imported records are external (``provenance.origin == "external"``): a field the source does not
+have is null and named, with the reason, in ``provenance.unknown``; nothing is filled in.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+#: importer name -> module with ``add_arguments(parser)`` and ``run(args) -> int``
+IMPORTERS = {"kvdiagnosis": "kvx.importers.kvdiagnosis"}
+MANIFEST = "import_manifest.json"
+RECORDS_SUFFIX = ".jsonl.gz"
+CONTROLS_SUFFIX = ".controls.jsonl.gz"
+
+
+class BadInput(Exception):
+    """Input that cannot be imported: reported as one ``kvx.importers: ...`` line, exit code 2."""
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class JsonlGzWriter:
+    """One gzip JSON Lines file written line by line (mtime 0: the same input gives the same bytes)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.count = 0
+        self._raw = path.open("wb")
+        self._zip = gzip.GzipFile(filename="", mode="wb", fileobj=self._raw, mtime=0)
+        self._text = io.TextIOWrapper(self._zip, encoding="utf-8", newline="\n")
+
+    def write_line(self, line: str) -> None:
+        """One JSON text, already serialized (``kvx.records.dumps`` for records)."""
+        self._text.write(line if line.endswith("\n") else line + "\n")
+        self.count += 1
+
+    def write(self, obj: dict[str, Any]) -> None:
+        self.write_line(json.dumps(obj, ensure_ascii=False))
+
+    def close(self) -> None:
+        self._text.close()  # closes the gzip stream and the file under it
+        self._raw.close()
