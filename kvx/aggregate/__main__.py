@@ -15,10 +15,14 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kvx.aggregate.pipeline import Options, Result, analyse
 from kvx.aggregate.sources import DirectorySource, MlflowSource, Source
 from kvx.errors import ConfigError
+
+if TYPE_CHECKING:
+    from kvx.aggregate.plots import Drawer
 
 DEFAULT_URI = "sqlite:///outputs/mlflow.db"
 
@@ -63,9 +67,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--no-plots", action="store_true", help="tables and report only")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--workers", type=int, help="processes reading records and drawing figures (default: every CPU)"
+    )
     args = p.parse_args(argv)
-    for name in ("splits", "boot"):
-        if getattr(args, name) < 1:
+    for name in ("splits", "boot", "workers"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             p.error(f"--{name}={getattr(args, name)} must be a positive integer")
     for flag, pairs, form in (("pair", args.pair, "READER_A:READER_B"), ("swap", args.swap, "A:B")):
         for pair in pairs:
@@ -114,7 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         families=dict(item.split("=") for item in args.family),
         export=args.export_records,
         progress=not args.quiet,
+        workers=args.workers,
     )
+    out = args.out or Path("outputs") / "aggregate" / time.strftime("%Y%m%d-%H%M%S")
     if args.scores:
         from kvx.aggregate.scores import audit_scores
 
@@ -123,31 +132,42 @@ def main(argv: list[str] | None = None) -> int:
         except (FileNotFoundError, ValueError) as exc:
             print(f"kvx.aggregate: {exc}", file=sys.stderr)
             return 2
+        drawer = None
     else:
-        result = analyse(source, options)
-    out = args.out or Path("outputs") / "aggregate" / time.strftime("%Y%m%d-%H%M%S")
+        drawer = None if args.no_plots else _drawer(out, options.workers)
+        result = analyse(source, options, on_table=drawer.add if drawer else None)
     from kvx.aggregate.publish import publish
 
     report = publish(
         result,
         source,
         out,
-        plots=not args.no_plots,
+        plots=drawer.figures() if drawer else not args.no_plots,
         log_uri=None if args.no_log else log_uri,
         options=options,
     )
-    _summary(result, report, time.perf_counter() - started)
+    _summary(result, source.notes, report, time.perf_counter() - started)
     errors = sum(p.severity == "error" for p in result.problems)
     return 1 if args.strict and result.problems else (2 if result.n_rows == 0 and errors else 0)
 
 
-def _summary(result: Result, report: Path, seconds: float) -> None:
+def _drawer(out: Path, workers: int | None) -> Drawer:
+    """Figures drawn in worker processes while the analysis goes on."""
+    from kvx.aggregate.plots import Drawer
+
+    out.mkdir(parents=True, exist_ok=True)
+    return Drawer(out, workers)
+
+
+def _summary(result: Result, notes: list[str], report: Path, seconds: float) -> None:
     errors = sum(p.severity == "error" for p in result.problems)
     warnings = len(result.problems) - errors
     print(
         f"kvx.aggregate: {result.n_records} records read, {result.n_rows} analysed, "
         f"{errors} errors and {warnings} warnings in validation, {seconds:.1f} s"
     )
+    for note in notes:
+        print(f"  note: {note}")
     for p in result.problems[:10]:
         print(f"  [{p.severity}] {p.check}: {p.run} {p.key} {p.message}".rstrip())
     if len(result.problems) > 10:

@@ -7,6 +7,7 @@ directory give identical numbers (the seeded resampling sees the same order).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +26,8 @@ from kvx.aggregate.separation import separation
 from kvx.aggregate.sources import CONTROL_SUFFIX, Batch, Source
 from kvx.aggregate.swap import swapped
 from kvx.aggregate.tpbench import tpbench_tables
-from kvx.aggregate.validation import Validated, check_batch, cross_check
+from kvx.aggregate.validation import Validated, cross_check, validate_batch
+from kvx.aggregate.workers import cpus, imap
 
 PROBLEM_COLUMNS = ["check", "severity", "run", "key", "message"]
 
@@ -41,6 +43,7 @@ class Options:
     families: dict[str, str] = field(default_factory=dict)  # reader -> model family, over the records'
     export: Path | None = None  # also write every batch as a record directory
     progress: bool = True
+    workers: int | None = None  # processes reading batches and drawing figures (None: every CPU)
 
 
 @dataclass
@@ -52,23 +55,37 @@ class Result:
 
 
 def _export(batch: Batch, root: Path) -> None:
+    try:
+        lines = batch.read()
+    except (ValueError, OSError, EOFError):  # not records, or unreadable: validation reports it
+        return
     folder = root / (Path(batch.sweep).name or "no-sweep")
     folder.mkdir(parents=True, exist_ok=True)
-    name = (
-        f"{batch.split}{CONTROL_SUFFIX}" if batch.kind == "controls" else f"{Path(batch.origin).stem}.jsonl"
-    )
-    (folder / name).write_text("".join(line + "\n" for line in batch.lines if line.strip()), encoding="utf-8")
+    stem = Path(batch.origin).name.removesuffix(".gz").removesuffix(".jsonl").removesuffix(".json")
+    name = f"{batch.split}{CONTROL_SUFFIX}" if batch.kind == "controls" else f"{stem}.jsonl"
+    (folder / name).write_text("".join(line + "\n" for line in lines if line.strip()), encoding="utf-8")
 
 
-def analyse(source: Source, options: Options) -> Result:
+def _exported(batches: Iterable[Batch], root: Path | None) -> Iterator[Batch]:
+    for batch in batches:
+        if root is not None:
+            _export(batch, root)
+        yield batch
+
+
+def analyse(
+    source: Source, options: Options, on_table: Callable[[str, pd.DataFrame], None] | None = None
+) -> Result:
+    """Validate every batch (in ``options.workers`` processes), then analyse; ``on_table`` is told of each
+    table as soon as it exists, so its figures can be drawn while the next tables are computed."""
     validated = Validated()
-    for batch in tqdm(
-        source.batches(), total=len(source), desc="records", disable=not options.progress, leave=False
-    ):
-        check_batch(batch, validated)
-        if options.export is not None:
-            _export(batch, options.export)
+    batches = _exported(source.batches(), options.export)
+    workers = min(options.workers or cpus(), max(len(source), 1))
+    parts = imap(validate_batch, batches, workers)
+    for part in tqdm(parts, total=len(source), desc="records", disable=not options.progress, leave=False):
+        validated.merge(part)
     validated.problems.extend(source.problems)
+    source.notes.extend(validated.notes)
     rows = validated.frame()
     keys: list[str] = []
     if not rows.empty:
@@ -80,15 +97,22 @@ def analyse(source: Source, options: Options) -> Result:
     )
     metrics = validated.metrics()
     tables: dict[str, pd.DataFrame] = {}
+
+    def put(name: str, frame: pd.DataFrame) -> None:
+        tables[name] = frame
+        if on_table is not None:
+            on_table(name, frame)
+
     if not rows.empty:
-        tables["matrix"] = with_varying(matrix(rows), rows, validated.cells, keys)
-        tables["failures"] = failures(rows, metrics)
-        tables["categories"] = categories(rows)
-        tables["matched"] = matched(rows, metrics)
-        tables["separation"] = separation(rows, metrics, options.n_boot, options.seed)
-        tables["intervention"] = intervention(rows, options.n_boot, options.seed)
-        tables["contrast"] = contrast(rows, validated.contrasts)
-        tables.update(tpbench_tables(rows, options.n_boot, options.seed, validated.cells))  # none without
+        put("matrix", with_varying(matrix(rows), rows, validated.cells, keys))
+        put("failures", failures(rows, metrics))
+        put("categories", categories(rows))
+        put("matched", matched(rows, metrics))
+        put("separation", separation(rows, metrics, options.n_boot, options.seed))
+        put("intervention", intervention(rows, options.n_boot, options.seed))
+        put("contrast", contrast(rows, validated.contrasts))
+        for name, frame in tpbench_tables(rows, options.n_boot, options.seed, validated.cells).items():
+            put(name, frame)  # none without TPBench records
         audit_rows = [rows]
         for before, after in options.swaps:
             swap, found = swapped(rows, before, after)
@@ -96,11 +120,11 @@ def analyse(source: Source, options: Options) -> Result:
             validated.problems.extend(found)
         audit_frame = with_families(pd.concat(audit_rows, ignore_index=True), options.families)
         audited = audit(audit_frame, options.pairs, options.n_splits, options.n_boot, options.seed)
-        tables["audit_readers"], tables["audit_pairs"], tables["audit_panel"] = (
-            audited.readers,
-            audited.pairs,
-            audited.panel,
-        )
+        put("audit_readers", audited.readers)
+        put("audit_pairs", audited.pairs)
+        put("audit_panel", audited.panel)
         validated.problems.extend(audited.problems)
+    if validated.unknown:
+        put("provenance", validated.provenance())
     tables["problems"] = pd.DataFrame([p.as_dict() for p in validated.problems], columns=PROBLEM_COLUMNS)
     return Result(tables, validated.problems, validated.n_records, len(rows))

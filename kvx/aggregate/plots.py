@@ -8,11 +8,8 @@ Figures are built on the Agg canvas directly (no pyplot state, no display needed
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +22,7 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from kvx.aggregate.workers import can_fork, cpus, pool
 from kvx.diagnostics.categories import CATEGORIES
 
 __all__ = [
@@ -314,19 +312,48 @@ def plot_all(
 ) -> dict[str, list[Path]]:
     """Every figure the report embeds, keyed as ``report.write_html`` expects; absent frames plot nothing
     (and an optional figure whose frame is absent has no key). Figures are drawn by ``workers`` processes
-    (default: the CPUs this process may use); drawing, not analysis, is most of an aggregate's time."""
-    wanted = {key: tables.get(frame, pd.DataFrame()) for key, (frame, _) in PLOTS.items()}
-    wanted |= {key: tables[frame] for key, (frame, _) in OPTIONAL_PLOTS.items() if frame in tables}
-    functions = {key: plot for key, (_, plot) in (PLOTS | OPTIONAL_PLOTS).items()}
-    jobs: list[Job] = [
-        (key, functions[key], part, out)
-        for key, frame in wanted.items()
-        for part in _parts(frame, SPLIT.get(key))
-    ]
-    figures: dict[str, list[Path]] = {key: [] for key in wanted}
-    for (key, *_), paths in zip(jobs, _draw(jobs, workers), strict=True):
-        figures[key].extend(paths)
-    return figures
+    (default: the CPUs this process may use)."""
+    drawer = Drawer(out, workers)
+    for name, frame in tables.items():
+        drawer.add(name, frame)
+    return drawer.figures()
+
+
+class Drawer:
+    """Draws each table's figures in worker processes as soon as the table exists (``add`` is
+    ``analyse``'s ``on_table``), so drawing, most of an aggregate's time, overlaps the analysis."""
+
+    def __init__(self, out: Path, workers: int | None = None) -> None:
+        self.out = out
+        workers = cpus() if workers is None else workers
+        self.executor = pool(workers) if can_fork(workers) else None
+        self.drawn: dict[str, list[Any]] = {}  # figure key -> futures (path lists when drawn here)
+
+    def add(self, name: str, frame: pd.DataFrame) -> None:
+        for key, (table, plot) in (PLOTS | OPTIONAL_PLOTS).items():
+            if table != name:
+                continue
+            for part in _parts(frame, SPLIT.get(key)):
+                job: Job = (key, plot, part, self.out)
+                if self.executor is None or part.empty:
+                    self.drawn.setdefault(key, []).append(_draw_one(job))
+                else:
+                    self.drawn.setdefault(key, []).append(self.executor.submit(_draw_one, job))
+
+    def figures(self) -> dict[str, list[Path]]:
+        """Every figure, keyed as ``report.write_html`` expects: each key of ``PLOTS`` (empty when its
+        table never came) and each optional one whose table came."""
+        try:
+            figures: dict[str, list[Path]] = {key: [] for key in PLOTS}
+            for key, results in self.drawn.items():
+                for result in results:
+                    figures.setdefault(key, []).extend(
+                        result if isinstance(result, list) else result.result()
+                    )
+            return figures
+        finally:
+            if self.executor is not None:
+                self.executor.shutdown()
 
 
 def _parts(frame: pd.DataFrame, keys: list[str] | None) -> list[pd.DataFrame]:
@@ -341,20 +368,6 @@ def _parts(frame: pd.DataFrame, keys: list[str] | None) -> list[pd.DataFrame]:
 def _draw_one(job: Job) -> list[Path]:
     _, plot, frame, out = job
     return plot(frame, out)
-
-
-def _draw(jobs: list[Job], workers: int | None) -> list[list[Path]]:
-    """Draw in forked processes (they inherit the imported matplotlib: no start-up cost) when there are
-    CPUs and figures enough; serially otherwise, and where fork does not exist."""
-    if workers is None:
-        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    busy = [job for job in jobs if not job[2].empty]
-    workers = min(workers, len(busy))
-    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
-        return [_draw_one(job) for job in jobs]
-    context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        return list(pool.map(_draw_one, jobs))
 
 
 # --- grouping and labels -------------------------------------------------------------------------
@@ -471,7 +484,17 @@ def _heat(
     for (i, j), value in np.ndenumerate(values):
         if np.isnan(value):
             ax.add_patch(_na_patch(j, i))
-        ax.text(j, i, texts[i][j], ha="center", va="center", fontsize=8, color=_ink(cmap(norm(value))))
+        # inside the axes: left out of the layout, which would otherwise measure every annotation
+        ax.text(
+            j,
+            i,
+            texts[i][j],
+            ha="center",
+            va="center",
+            fontsize=8,
+            color=_ink(cmap(norm(value))),
+            in_layout=False,
+        )
     ax.set_xticks(range(len(cols)), labels=list(cols))
     ax.set_yticks(range(len(rows)), labels=list(rows))
     ax.set_xlabel("setting")

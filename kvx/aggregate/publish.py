@@ -16,17 +16,24 @@ TITLE = "kvx aggregate report"
 
 
 def publish(
-    result: Result, source: Source, out: Path, plots: bool, log_uri: str | None, options: Options
+    result: Result,
+    source: Source,
+    out: Path,
+    plots: bool | dict[str, list[Path]],
+    log_uri: str | None,
+    options: Options,
 ) -> Path:
+    """Tables, figures (drawn here when ``plots`` is True; already drawn when it is the figures) and the
+    report, logged to MLflow when ``log_uri`` is given."""
     from kvx.aggregate.report import write_html, write_section_markdown, write_tables
 
     out.mkdir(parents=True, exist_ok=True)
     write_tables(result.tables, out)
-    figures: dict[str, list[Path]] = {}
-    if plots:
+    figures: dict[str, list[Path]] = plots if isinstance(plots, dict) else {}
+    if plots is True:
         from kvx.aggregate.plots import plot_all
 
-        figures = plot_all(result.tables, out)
+        figures = plot_all(result.tables, out, options.workers)
     write_section_markdown(result.tables, figures, out)
     errors = sum(p.severity == "error" for p in result.problems)
     meta = {
@@ -34,6 +41,7 @@ def publish(
         "records read": str(result.n_records),
         "records analysed": str(result.n_rows),
         "validation": f"{errors} errors, {len(result.problems) - errors} warnings",
+        **({"notes": "; ".join(source.notes)} if source.notes else {}),
         "resampling": f"{options.n_splits} row splits, {options.n_boot} bootstrap draws, seed {options.seed}",
         "kvx": version("kvx"),
         "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),

@@ -163,6 +163,18 @@ SECTIONS: tuple[Section, ...] = (
 #: analysis produced any of their tables or figures, absent from the report otherwise
 OPTIONAL_SECTIONS: tuple[Section, ...] = (
     Section(
+        "provenance",
+        "External records: unknown fields",
+        "Records converted from a ledger kvx did not write (provenance: external) may leave fields the "
+        "ledger does not have null, each with the ledger's reason. They are never filled in: a check that "
+        "needs an unknown field is skipped for those records (an unknown prompt hash is not compared across "
+        "cells; an unknown seed or model revision is the label 'unknown'). records = how many external "
+        "records leave the field unknown.",
+        (),
+        ("provenance",),
+        "every record is kvx's own",
+    ),
+    Section(
         "tpbench",
         "TPBench probes",
         "P1 asks for the user's initial goal, P2 for a slot's current value, P3 for both in one answer. A "

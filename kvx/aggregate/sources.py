@@ -23,16 +23,39 @@ CONTROL_SUFFIX = ".controls.jsonl"
 _CONTROL_STEM = ".controls"  # <split>.controls.jsonl or <split>.controls.jsonl.gz
 
 
+class NotRecords(ValueError):
+    """A file under a record directory that holds no records (a manifest, a README): skipped, noted."""
+
+
 @dataclass
 class Batch:
-    """The records of one cell run (or one file), or one FullCache control ledger."""
+    """The records of one cell run (or one file), or one FullCache control ledger: its lines, or the file
+    that holds them, read where the batch is validated (a worker process, in parallel)."""
 
     origin: str  # run id or file path: where a problem points
     sweep: str  # parent sweep run id, or the directory for files
     kind: str  # "records" or "controls"
-    lines: list[str]  # raw JSON lines, parsed by validation so parse errors are located
+    lines: list[str] | None = None  # raw JSON lines, parsed by validation so parse errors are located
     logged: dict[str, float] | None = None  # metrics the run logged, checked against the records
     split: str | None = None  # control ledgers: the control group they belong to
+    path: Path | None = None  # the file to read when ``lines`` is None (.jsonl, .jsonl.gz or .json)
+
+    def read(self) -> list[str]:
+        """The batch's JSON lines. Raises ``NotRecords`` for a file that holds none, ``json.JSONDecodeError``
+        for a ``.json`` file that does not parse, ``OSError`` for one that cannot be read."""
+        if self.lines is not None:
+            return self.lines
+        assert self.path is not None
+        text = _read_text(self.path)
+        if self.path.suffix == ".json":
+            items = _json_records(text)
+            if items is None:
+                raise NotRecords(f"skipped {self.path}: a JSON file without records")
+            return [json.dumps(item) for item in items]
+        lines = text.splitlines()
+        if self.kind == "records" and not _looks_like_records(lines):
+            raise NotRecords(f"skipped {self.path}: its lines are not records (no key, schema_version)")
+        return lines
 
 
 @dataclass
@@ -221,16 +244,18 @@ class MlflowSource(Source):
             )
         return local
 
-    def _lines(self, run: Any, name: str) -> list[str] | None:
+    def _lines(self, run: Any, name: str) -> dict[str, Any] | None:
+        """The batch fields that give a run's artifact: its path in an embedded store (read where the
+        batch is validated), else its lines downloaded from the server; None when it is missing."""
         local = self._local(run)
         if local.is_absolute() and (local / name).is_file():  # embedded store: read in place
-            return (local / name).read_text(encoding="utf-8").splitlines()
+            return {"path": local / name}
         with tempfile.TemporaryDirectory() as tmp:
             try:
                 path = Path(self.client.download_artifacts(run.info.run_id, name, tmp))
             except Exception:
                 return None
-            return path.read_text(encoding="utf-8").splitlines()
+            return {"lines": path.read_text(encoding="utf-8").splitlines()}
 
     def batches(self) -> Iterator[Batch]:
         from kvx import tracking
@@ -244,14 +269,13 @@ class MlflowSource(Source):
                     Problem("missing_artifact", "error", run_id, "", "finished cell run has no records.jsonl")
                 )
                 continue
-            yield Batch(run_id, sweep, "records", lines, dict(run.data.metrics))
+            yield Batch(run_id, sweep, "records", logged=dict(run.data.metrics), **lines)
         for run in self.controls:
             lines = self._lines(run, "controls.jsonl")
             if lines is not None:
                 sweep = run.data.tags.get(tracking.MLFLOW_PARENT, "")
-                yield Batch(
-                    run.info.run_id, sweep, "controls", lines, split=run.data.tags.get(tracking.CONTROL_KEY)
-                )
+                split = run.data.tags.get(tracking.CONTROL_KEY)
+                yield Batch(run.info.run_id, sweep, "controls", split=split, **lines)
 
 
 class DirectorySource(Source):
@@ -293,27 +317,7 @@ class DirectorySource(Source):
             stem = _stem(path)
             kind = "controls" if stem.endswith(_CONTROL_STEM) else "records"
             split = stem.removesuffix(_CONTROL_STEM) if kind == "controls" else None
-            try:
-                text = _read_text(path)
-            except (OSError, EOFError, UnicodeDecodeError) as exc:
-                self.problems.append(Problem("parse", "error", str(path), "", f"unreadable: {exc}"))
-                continue
-            if path.suffix == ".json":
-                try:
-                    items = _json_records(text)
-                except json.JSONDecodeError as exc:
-                    self.problems.append(Problem("parse", "error", str(path), "", f"invalid JSON: {exc}"))
-                    continue
-                if items is None:
-                    self.notes.append(f"skipped {path}: a JSON file without records")
-                    continue
-                lines = [json.dumps(item) for item in items]
-            else:
-                lines = text.splitlines()
-                if kind == "records" and not _looks_like_records(lines):
-                    self.notes.append(f"skipped {path}: its lines are not records (no key, schema_version)")
-                    continue
-            yield Batch(str(path), str(path.parent), kind, lines, split=split)
+            yield Batch(str(path), str(path.parent), kind, split=split, path=path)
 
 
 def _stem(path: Path) -> str:

@@ -23,7 +23,7 @@ import pandas as pd
 
 from kvx.aggregate.problems import Problem
 from kvx.aggregate.rows import Metric, declared_metrics, project
-from kvx.aggregate.sources import Batch
+from kvx.aggregate.sources import Batch, NotRecords
 from kvx.records import SCHEMA_VERSION, cell_metrics, is_valid, schema, unknown_fields
 
 COUNT_KEYS = (
@@ -87,7 +87,28 @@ class Validated:
     cells: dict[str, dict[str, Any]] = field(default_factory=dict)  # cell id -> its flat identity fields
     #: (provenance source, field, reason) -> external records that leave the field unknown
     unknown: Counter = field(default_factory=Counter)
+    notes: list[str] = field(default_factory=list)  # files skipped as not records
     n_records: int = 0
+
+    def merge(self, part: Validated) -> None:
+        """Add what another process validated from the next batches, as if validated here in order:
+        the first risk direction declared for a value stays, a different later one is a conflict."""
+        self.rows += part.rows
+        for name, entries in part.ledger.items():
+            self.ledger.setdefault(name, {}).update(entries)
+        self.problems += part.problems
+        self.versions += part.versions
+        for key, direction in part.declared.items():
+            if self.declared.setdefault(key, direction) != direction:
+                self.conflicts.add(key)
+        self.conflicts |= part.conflicts
+        for task, pairs in part.contrasts.items():
+            self.contrasts.setdefault(task, {}).update(pairs)
+        for cell, flat in part.cells.items():
+            self.cells.setdefault(cell, flat)
+        self.unknown += part.unknown
+        self.notes += part.notes
+        self.n_records += part.n_records
 
     def provenance(self) -> pd.DataFrame:
         """One row per field an external ledger leaves unknown: the report marks them, nothing fills them."""
@@ -112,14 +133,32 @@ class Validated:
         return frame.rename(columns={m.column: m.name for m in metrics})
 
 
+def validate_batch(batch: Batch) -> Validated:
+    """One batch validated on its own: what a worker process returns, merged in order by ``merge``."""
+    out = Validated()
+    check_batch(batch, out)
+    return out
+
+
 def check_batch(batch: Batch, out: Validated) -> None:
-    """Parse, validate and project one batch into ``out``."""
+    """Read, parse, validate and project one batch into ``out``."""
+    try:
+        lines = batch.read()
+    except NotRecords as note:
+        out.notes.append(str(note))
+        return
+    except json.JSONDecodeError as exc:
+        out.problems.append(Problem("parse", "error", batch.origin, "", f"invalid JSON: {exc}"))
+        return
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        out.problems.append(Problem("parse", "error", batch.origin, "", f"unreadable: {exc}"))
+        return
     if batch.kind == "controls":
-        _ledger(batch, out)
+        _ledger(batch, lines, out)
         return
     rows, valid_records = [], []
     before = out.n_records
-    for lineno, line in enumerate(batch.lines, 1):
+    for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
         out.n_records += 1
@@ -204,9 +243,9 @@ def _parse(batch: Batch, lineno: int, line: str, out: Validated) -> dict[str, An
     return record
 
 
-def _ledger(batch: Batch, out: Validated) -> None:
+def _ledger(batch: Batch, lines: list[str], out: Validated) -> None:
     entries = out.ledger.setdefault(batch.split or batch.origin, {})
-    for lineno, line in enumerate(batch.lines, 1):
+    for lineno, line in enumerate(lines, 1):
         if line.strip():
             entry = _parse(batch, lineno, line, out)
             if entry is not None:
@@ -335,29 +374,39 @@ def _pairing(rows: pd.DataFrame, ledger: dict[str, dict[str, dict]], problems: l
             )
     missing_ledgers: set[str] = set()
     bad_keys: set[str] = set()
-    for r in paired.itertuples():
-        entries = ledger.get(r.split)
+    columns = [
+        "key",
+        "origin",
+        "split",
+        "source_id",
+        "prompt_hash",
+        "full_score",
+        "full_correct",
+        "full_output",
+    ]
+    for key, origin, split, source_id, prompt_hash, score, correct, output in zip(
+        *(paired[c].to_numpy() for c in columns), strict=True
+    ):  # plain tuples: itertuples costs more than the checks on a large ledger
+        entries = ledger.get(split)
         if entries is None:
-            missing_ledgers.add(r.split)
+            missing_ledgers.add(split)
             continue
-        entry = entries.get(r.source_id)
+        entry = entries.get(source_id)
         if entry is None:
             message = "no FullCache partner in the control ledger; record left out"
-        elif entry.get("prompt_hash") != r.prompt_hash:
-            message = (
-                f"control prompt hash {str(entry.get('prompt_hash'))[:12]} "
-                f"!= record's {str(r.prompt_hash)[:12]}"
-            )
+        elif entry.get("prompt_hash") != prompt_hash:
+            theirs, mine = str(entry.get("prompt_hash"))[:12], str(prompt_hash)[:12]
+            message = f"control prompt hash {theirs} != record's {mine}"
         elif (entry.get("score"), entry.get("correct"), entry.get("output")) != (
-            r.full_score,
-            bool(r.full_correct),
-            r.full_output,
+            score,
+            bool(correct),
+            output,
         ):
             message = "the record's FullCache answer differs from the control ledger"
         else:
             continue
-        bad_keys.add(r.key)
-        problems.append(Problem("partner", "error", r.origin, r.key, message))
+        bad_keys.add(key)
+        problems.append(Problem("partner", "error", origin, key, message))
     if ledger:
         for split in sorted(missing_ledgers):
             problems.append(
