@@ -73,6 +73,8 @@ def matrix(rows: pd.DataFrame) -> pd.DataFrame:
     """Per task x reader x compressor x setting, plus FullCache rows and source-weighted pools: one per
     task family of two or more tasks (``level`` family, between its tasks and the pooled rows) and one
     over every task (``level`` pooled)."""
+    needed = [*CELL, "ratio", "task_family", "status", "comp_score", "comp_correct", "transition"]
+    rows = rows[needed + ["unit", "full_score", "full_correct"]]  # the pools relabel a copy of these only
     levels: list[tuple[str, pd.DataFrame]] = [("task", rows)]
     families = rows[rows["task_family"] != ""].groupby("task_family", sort=True)["task"].nunique()
     for family in families[families > 1].index:

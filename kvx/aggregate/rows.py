@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 VALID = ("measured", "projected", "structural")
@@ -199,8 +200,22 @@ def project(
 
 def with_ids(rows: pd.DataFrame) -> pd.DataFrame:
     """``row_id`` (the same source for every reader) and ``unit`` (the same source and reader: one
-    FullCache control), built from the final task and reader labels."""
-    rows = rows.copy()
-    rows["row_id"] = rows["task"] + "|seed=" + rows["seed"].astype(str) + "|" + rows["source_id"]
-    rows["unit"] = rows["row_id"] + "|" + rows["reader"] + "@" + rows["revision"]
+    FullCache control), built from the final task and reader labels. Each distinct id is built once and
+    shared by the rows that have it (a source recurs in every cell). Adds the columns in place."""
+    rows["row_id"] = _joined(
+        rows,
+        ["task", "seed", "source_id"],
+        lambda f: f["task"] + "|seed=" + f["seed"].astype(str) + "|" + f["source_id"],
+    )
+    rows["unit"] = _joined(
+        rows,
+        ["row_id", "reader", "revision"],
+        lambda f: f["row_id"] + "|" + f["reader"] + "@" + f["revision"],
+    )
     return rows
+
+
+def _joined(rows: pd.DataFrame, columns: list[str], build: Any) -> np.ndarray:
+    codes = rows.groupby(columns, sort=False, dropna=False).ngroup().to_numpy()
+    labels = build(rows.drop_duplicates(columns)).to_numpy(object)
+    return labels[codes]

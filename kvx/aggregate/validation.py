@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from itertools import product
 from typing import Any
 
+import numpy as np
 import orjson
 import pandas as pd
 
@@ -122,15 +123,60 @@ class Validated:
         return declared_metrics(self.declared)
 
     def frame(self) -> pd.DataFrame:
-        """All rows, metric columns named as the tables show them."""
+        """All rows, metric columns named as the tables show them. The batches' rows are released."""
         if not self.rows:
             return pd.DataFrame()
-        frame = pd.concat(self.rows, ignore_index=True)
+        frame = _shared(self.rows)
+        self.rows = []
         metrics = self.metrics()
         for m in metrics:
             if m.column not in frame:
                 frame[m.column] = float("nan")
         return frame.rename(columns={m.column: m.name for m in metrics})
+
+
+def _compact(rows: pd.DataFrame) -> pd.DataFrame:
+    """A batch's text columns as categories: each distinct value stored once (a cell repeats its task,
+    reader and setting on every row), which also makes the batch small to send from a worker."""
+    text = [c for c in rows.columns if rows[c].dtype == object and c != "key"]
+    return rows.astype({c: "category" for c in text})
+
+
+def _shared(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """The batches' rows as one frame whose text columns are plain objects again (what the analyses
+    expect) but point at one copy of each distinct value across every batch: a source's prompt hash,
+    answer and id appear once, not once per cell, which keeps a million rows in memory. Built column by
+    column from the categories' codes: no intermediate copy of the rows."""
+    order = list(dict.fromkeys(c for part in parts for c in part.columns))
+    categorical = {
+        c for part in parts for c in part.columns if isinstance(part[c].dtype, pd.CategoricalDtype)
+    }
+    frame = pd.concat([part.reindex(columns=[c for c in order if c not in categorical]) for part in parts])
+    frame = frame.reset_index(drop=True)
+    for c in categorical:
+        frame[c] = _shared_column([part.get(c) for part in parts], [len(p) for p in parts])
+    return frame[order]
+
+
+def _shared_column(columns: list[pd.Series | None], lengths: list[int]) -> np.ndarray:
+    """One object column from per-batch columns (categorical, plain or absent), each distinct value once."""
+    values = [
+        (col.cat.categories if isinstance(col.dtype, pd.CategoricalDtype) else col.dropna()).to_numpy(object)
+        for col in columns
+        if col is not None
+    ]
+    union = pd.Index(pd.unique(np.concatenate(values)) if values else [], dtype=object)
+    objects = np.append(union.to_numpy(object), np.nan)  # code -1 (missing) takes the last: NaN
+    codes = []
+    for col, n in zip(columns, lengths, strict=True):
+        if col is None:
+            codes.append(np.full(n, -1))
+        elif isinstance(col.dtype, pd.CategoricalDtype):
+            mapping = np.append(union.get_indexer(col.cat.categories), -1)
+            codes.append(mapping[col.cat.codes.to_numpy()])
+        else:
+            codes.append(union.get_indexer(col.to_numpy(object)))
+    return objects[np.concatenate(codes)] if codes else objects[:0]
 
 
 def validate_batch(batch: Batch) -> Validated:
@@ -199,7 +245,7 @@ def check_batch(batch: Batch, out: Validated) -> None:
     if batch.logged is not None and len(valid_records) == out.n_records - before:
         _check_counts(batch, valid_records, out)  # only when every record could be read
     if rows:
-        out.rows.append(pd.DataFrame(rows))
+        out.rows.append(_compact(pd.DataFrame(rows)))
 
 
 def _unexplained(record: dict[str, Any], out: Validated) -> str | None:
@@ -358,7 +404,17 @@ def _pairing(rows: pd.DataFrame, ledger: dict[str, dict[str, dict]], problems: l
                     f"from {common[:12]} of the same source in other cells; source left out",
                 )
             )
-    paired = rows[rows["status"] == "supported"]
+    columns = [
+        "key",
+        "origin",
+        "split",
+        "source_id",
+        "prompt_hash",
+        "full_score",
+        "full_correct",
+        "full_output",
+    ]
+    paired = rows.loc[rows["status"] == "supported", [*columns, "unit"]]
     answers = paired.groupby("unit")[["full_score", "full_correct", "full_output"]].nunique()
     for unit in answers[(answers > 1).any(axis=1)].index:
         if unit not in bad_units:
@@ -374,16 +430,6 @@ def _pairing(rows: pd.DataFrame, ledger: dict[str, dict[str, dict]], problems: l
             )
     missing_ledgers: set[str] = set()
     bad_keys: set[str] = set()
-    columns = [
-        "key",
-        "origin",
-        "split",
-        "source_id",
-        "prompt_hash",
-        "full_score",
-        "full_correct",
-        "full_output",
-    ]
     for key, origin, split, source_id, prompt_hash, score, correct, output in zip(
         *(paired[c].to_numpy() for c in columns), strict=True
     ):  # plain tuples: itertuples costs more than the checks on a large ledger
@@ -432,7 +478,8 @@ def _expected(
     what it keeps (setting ``-``: press=none, hqq with press.bits) is one cell whatever the ratio.
     """
     for sweep in sorted(set(rows["sweep"].unique()) - superseded):  # checked as its successor instead
-        group = rows[(rows["sweep"] == sweep) | rows["cell_id"].isin(reused.get(sweep, set()))]
+        mine = (rows["sweep"] == sweep) | rows["cell_id"].isin(reused.get(sweep, set()))
+        group = rows.loc[mine, ["task", "reader", "seed", "compressor", "setting", "source_id"]]
         splits = group[["task", "reader", "seed"]].drop_duplicates().itertuples(index=False)
         settings = group.groupby("compressor")["setting"].agg(set)
         swept = sorted(set(group["setting"]) - {FIXED})
