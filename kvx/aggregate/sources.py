@@ -302,7 +302,8 @@ class DirectorySource(Source):
                     skipped.append(str(path.relative_to(root)) if path != root else str(path))
         if skipped:
             named = ", ".join(skipped[:5]) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
-            self.notes.append(f"skipped {len(skipped)} files that are not records: {named}")
+            files = "file that is" if len(skipped) == 1 else "files that are"
+            self.notes.append(f"skipped {len(skipped)} {files} not records: {named}")
         if not self.files:
             raise FileNotFoundError(
                 f"--records {', '.join(map(str, roots))}: no record files (.jsonl, .jsonl.gz or .json)"

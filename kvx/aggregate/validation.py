@@ -10,6 +10,7 @@ problems keep them. Both are listed in the report and ``--strict`` fails on eith
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 from collections import Counter, defaultdict
@@ -159,30 +160,39 @@ def _shared(parts: list[pd.DataFrame]) -> pd.DataFrame:
 
 
 def _shared_column(columns: list[pd.Series | None], lengths: list[int]) -> np.ndarray:
-    """One object column from per-batch columns (categorical, plain or absent), each distinct value once."""
-    values = [
-        (col.cat.categories if isinstance(col.dtype, pd.CategoricalDtype) else col.dropna()).to_numpy(object)
-        for col in columns
-        if col is not None
-    ]
-    union = pd.Index(pd.unique(np.concatenate(values)) if values else [], dtype=object)
-    objects = np.append(union.to_numpy(object), np.nan)  # code -1 (missing) takes the last: NaN
-    codes = []
+    """One object column from per-batch columns (categorical, plain or absent), each distinct value once:
+    every batch's categories are factorized together, and each batch's codes moved onto the result."""
+    pieces, codes, offset = [], [], 0
     for col, n in zip(columns, lengths, strict=True):
         if col is None:
             codes.append(np.full(n, -1))
-        elif isinstance(col.dtype, pd.CategoricalDtype):
-            mapping = np.append(union.get_indexer(col.cat.categories), -1)
-            codes.append(mapping[col.cat.codes.to_numpy()])
+            continue
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            values, local = col.cat.categories.to_numpy(object), col.cat.codes.to_numpy().astype(np.int64)
         else:
-            codes.append(union.get_indexer(col.to_numpy(object)))
-    return objects[np.concatenate(codes)] if codes else objects[:0]
+            values, local = col.to_numpy(object), np.arange(n)
+        codes.append(np.where(local >= 0, local + offset, -1))
+        pieces.append(values)
+        offset += len(values)
+    mapping, uniques = pd.factorize(np.concatenate(pieces) if pieces else np.array([], dtype=object))
+    objects = np.append(np.asarray(uniques, dtype=object), np.nan)  # -1 (missing) takes the last: NaN
+    mapping = np.append(mapping, -1)  # pandas' own missing values (NaN, None) factorize to -1 too
+    return objects[mapping[np.concatenate(codes)]]
 
 
 def validate_batch(batch: Batch) -> Validated:
-    """One batch validated on its own: what a worker process returns, merged in order by ``merge``."""
+    """One batch validated on its own: what a worker process returns, merged in order by ``merge``.
+
+    The cycle collector is paused meanwhile: parsed records are acyclic, and its passes over thousands
+    of fresh dicts cost more than the parsing."""
     out = Validated()
-    check_batch(batch, out)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        check_batch(batch, out)
+    finally:
+        if enabled:
+            gc.enable()
     return out
 
 
@@ -202,7 +212,8 @@ def check_batch(batch: Batch, out: Validated) -> None:
     if batch.kind == "controls":
         _ledger(batch, lines, out)
         return
-    rows, valid_records = [], []
+    rows, valid_records, valid = [], [], 0
+    keep = batch.logged is not None  # the records are kept only to regenerate a run's logged counts
     before = out.n_records
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
@@ -237,12 +248,14 @@ def check_batch(batch: Batch, out: Validated) -> None:
             out.problems.append(
                 Problem("nonfinite", "error", batch.origin, key, f"non-finite {', '.join(bad)}; {effect}")
             )
-        valid_records.append(record)
+        valid += 1
+        if keep:
+            valid_records.append(record)
         if not fatal:
             rows.append(project(record, batch.origin, batch.sweep, out.declared, out.conflicts))
             out.cells.setdefault(record["cell"]["id"], record["cell"]["fields"])
             out.contrasts.setdefault(record["task"], {}).update(record.get("contrast") or {})
-    if batch.logged is not None and len(valid_records) == out.n_records - before:
+    if keep and valid == out.n_records - before:
         _check_counts(batch, valid_records, out)  # only when every record could be read
     if rows:
         out.rows.append(_compact(pd.DataFrame(rows)))
