@@ -75,11 +75,14 @@ def nonfinite_paths(node: Any, path: str = "") -> list[str]:
 OUTCOME_PREFIXES = ("full.", "compressed.", "setting.", "seconds")
 
 
+Columns = dict[str, Any]  # one batch's rows: column -> numpy array, or a Categorical for text
+
+
 @dataclass
 class Validated:
     """What validation keeps: analysis rows, control ledgers and every problem found."""
 
-    rows: list[pd.DataFrame] = field(default_factory=list)
+    rows: list[Columns] = field(default_factory=list)
     ledger: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     versions: Counter = field(default_factory=Counter)
@@ -136,41 +139,50 @@ class Validated:
         return frame.rename(columns={m.column: m.name for m in metrics})
 
 
-def _compact(rows: pd.DataFrame) -> pd.DataFrame:
-    """A batch's text columns as categories: each distinct value stored once (a cell repeats its task,
-    reader and setting on every row), which also makes the batch small to send from a worker."""
-    text = [c for c in rows.columns if rows[c].dtype == object and c != "key"]
-    return rows.astype({c: "category" for c in text})
+def _compact(rows: pd.DataFrame) -> Columns:
+    """A batch's rows as plain arrays, text as categories: each distinct value stored once (a cell repeats
+    its task, reader and setting on every row), which also makes the batch small to send from a worker."""
+    return {
+        c: pd.Categorical(rows[c]) if rows[c].dtype == object and c != "key" else rows[c].to_numpy()
+        for c in rows.columns
+    }
 
 
-def _shared(parts: list[pd.DataFrame]) -> pd.DataFrame:
+def _shared(parts: list[Columns]) -> pd.DataFrame:
     """The batches' rows as one frame whose text columns are plain objects again (what the analyses
     expect) but point at one copy of each distinct value across every batch: a source's prompt hash,
-    answer and id appear once, not once per cell, which keeps a million rows in memory. Built column by
-    column from the categories' codes: no intermediate copy of the rows."""
-    order = list(dict.fromkeys(c for part in parts for c in part.columns))
-    categorical = {
-        c for part in parts for c in part.columns if isinstance(part[c].dtype, pd.CategoricalDtype)
-    }
-    frame = pd.concat([part.reindex(columns=[c for c in order if c not in categorical]) for part in parts])
-    frame = frame.reset_index(drop=True)
-    for c in categorical:
-        frame[c] = _shared_column([part.get(c) for part in parts], [len(p) for p in parts])
-    return frame[order]
+    answer and id appear once, not once per cell, which keeps a million rows in memory."""
+    lengths = [len(next(iter(part.values()))) if part else 0 for part in parts]
+    order = list(dict.fromkeys(c for part in parts for c in part))
+    return pd.DataFrame({c: _column([part.get(c) for part in parts], lengths) for c in order})
 
 
-def _shared_column(columns: list[pd.Series | None], lengths: list[int]) -> np.ndarray:
-    """One object column from per-batch columns (categorical, plain or absent), each distinct value once:
-    every batch's categories are factorized together, and each batch's codes moved onto the result."""
+def _column(arrays: list[Any], lengths: list[int]) -> np.ndarray:
+    """One column from the batches' arrays (absent where a batch lacks it: missing, never 0)."""
+    if any(isinstance(a, pd.Categorical) for a in arrays):
+        return _shared_text(arrays, lengths)
+    present = [a for a in arrays if a is not None]
+    numeric = all(a.dtype.kind == "f" for a in present)
+    filled = [
+        a if a is not None else np.full(n, np.nan if numeric else None, dtype=float if numeric else object)
+        for a, n in zip(arrays, lengths, strict=True)
+    ]
+    if len(present) < len(arrays) and not numeric:
+        filled = [a.astype(object) for a in filled]  # a bool with gaps stays True/False/None, not 1.0/NaN
+    return np.concatenate(filled)
+
+
+def _shared_text(arrays: list[Any], lengths: list[int]) -> np.ndarray:
+    """Every batch's categories factorized together, each batch's codes moved onto the result."""
     pieces, codes, offset = [], [], 0
-    for col, n in zip(columns, lengths, strict=True):
-        if col is None:
+    for array, n in zip(arrays, lengths, strict=True):
+        if array is None:
             codes.append(np.full(n, -1))
             continue
-        if isinstance(col.dtype, pd.CategoricalDtype):
-            values, local = col.cat.categories.to_numpy(object), col.cat.codes.to_numpy().astype(np.int64)
+        if isinstance(array, pd.Categorical):
+            values, local = np.asarray(array.categories, dtype=object), array.codes.astype(np.int64)
         else:
-            values, local = col.to_numpy(object), np.arange(n)
+            values, local = np.asarray(array, dtype=object), np.arange(n)
         codes.append(np.where(local >= 0, local + offset, -1))
         pieces.append(values)
         offset += len(values)
@@ -406,7 +418,7 @@ def _pairing(rows: pd.DataFrame, ledger: dict[str, dict[str, dict]], problems: l
         bad_units.add(unit)
         group = rows[rows["unit"] == unit]
         common = group["prompt_hash"].mode().iloc[0]
-        for _, r in group[group["prompt_hash"] != common].iterrows():
+        for _, r in group[group["prompt_hash"].notna() & (group["prompt_hash"] != common)].iterrows():
             problems.append(
                 Problem(
                     "prompt_hash",
@@ -453,7 +465,11 @@ def _pairing(rows: pd.DataFrame, ledger: dict[str, dict[str, dict]], problems: l
         entry = entries.get(source_id)
         if entry is None:
             message = "no FullCache partner in the control ledger; record left out"
-        elif entry.get("prompt_hash") != prompt_hash:
+        elif (
+            _known(entry.get("prompt_hash"))
+            and _known(prompt_hash)
+            and entry.get("prompt_hash") != prompt_hash
+        ):
             theirs, mine = str(entry.get("prompt_hash"))[:12], str(prompt_hash)[:12]
             message = f"control prompt hash {theirs} != record's {mine}"
         elif (entry.get("score"), entry.get("correct"), entry.get("output")) != (
@@ -479,6 +495,11 @@ def _pairing(rows: pd.DataFrame, ledger: dict[str, dict[str, dict]], problems: l
                 )
             )
     return rows[~rows["unit"].isin(bad_units) & ~rows["key"].isin(bad_keys)]
+
+
+def _known(value: Any) -> bool:
+    """A field an external record may leave unknown (null, NaN in the rows) is compared only when known."""
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
 def _expected(
