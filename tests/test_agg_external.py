@@ -187,3 +187,23 @@ def test_a_corrupt_gz_file_is_a_located_problem(tmp_path):
     result = analyse(DirectorySource([folder]), FAST)
     assert [(p.check, Path(p.run).name) for p in result.problems] == [("parse", "broken.jsonl.gz")]
     assert result.n_rows == 6
+
+
+def test_the_readme_worked_example_aggregates_strictly(tmp_path, capsys):
+    """The external record the README shows is valid and aggregates with 0 problems beside its ledger."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    example = (
+        readme.split("**Record directories and external ledgers.**")[1].split("```json\n")[1].split("```")[0]
+    )
+    record = json.loads(example)
+    validate(record)
+    folder = tmp_path / "DIR"
+    write_gz(folder, [record], "ruler8k.jsonl.gz")
+    control = {"source_id": "s17", "prompt_hash": None, "score": 1.0, "correct": True, "output": "4963732"}
+    with gzip.open(folder / f"{record['split']}.controls.jsonl.gz", "wt", encoding="utf-8") as fh:
+        fh.write(json.dumps(control) + "\n")
+    args = ["--records", str(folder), "--out", str(tmp_path / "out"), "--no-log", "--quiet", "--no-plots"]
+    assert main([*args, "--strict"]) == 0
+    assert "1 records read, 1 analysed, 0 errors and 0 warnings" in capsys.readouterr().out
+    provenance = pd.read_csv(tmp_path / "out" / "provenance.csv")
+    assert set(provenance["field"]) == set(record["provenance"]["unknown"])
