@@ -91,7 +91,10 @@ def generate(name: str, workdir: Path) -> dict[str, list[str]]:
     n = write_records(records, grid)
     inputs = {"record directory (.jsonl.gz)": ["--records", str(records)]}
     if name != "million":
-        uri = f"sqlite:///{workdir / 'mlflow.db'}"
+        from mlflow.tracking import MlflowClient
+
+        uri = f"sqlite:///{workdir / 'mlflow.db'}"  # artifacts beside it, as python -m kvx keeps them
+        MlflowClient(uri).create_experiment("kvx", artifact_location=(workdir / "mlruns").as_uri())
         log_sweep(uri, grid)
         inputs = {"MLflow store": ["--tracking-uri", uri], **inputs}
     print(f"generated {n:,} records ({', '.join(inputs)}): {time.perf_counter() - started:.0f} s")

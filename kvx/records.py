@@ -110,7 +110,11 @@ UNKNOWABLE = (
     "n_context_tokens",
     "n_question_tokens",
     "config_hash",
-    *(f"{side}.{name}" for side in ("full", "compressed") for name in ("normalized", "token_ids", "stop_reason")),
+    *(
+        f"{side}.{field}"
+        for side in ("full", "compressed")
+        for field in ("normalized", "token_ids", "stop_reason")
+    ),
 )
 
 

@@ -27,20 +27,22 @@ from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig
 
 from kvx.preflight import tracking_uri
+from kvx.tags import (  # noqa: F401 - the tag names, re-exported where runs are written
+    CELL_ID,
+    CONFIG_HASH,
+    CONTROL_KEY,
+    DIAGNOSTICS,
+    GRID,
+    MLFLOW_PARENT,
+    PLANNED_JOBS,
+    REUSED,
+    ROLE,
+    SUPERSEDED_BY,
+)
 
 log = logging.getLogger("kvx")
 
-CONFIG_HASH = "kvx.config_hash"
-CELL_ID = "kvx.cell_id"
-DIAGNOSTICS = "kvx.diagnostics"
-REUSED = "kvx.reused."  # + cell id, on a sweep run: a job of the sweep reused that finished cell run
-ROLE = "kvx.role"
-CONTROL_KEY = "kvx.control_key"
-PLANNED_JOBS = "kvx.planned_jobs"
-GRID = "kvx.grid"  # on a sweep run: the identity of its command line's grid
-SUPERSEDED_BY = "kvx.superseded_by"  # on a sweep run: the later sweep of the same grid that resumed it
 PARENT_FILE = "kvx_parent_run_id"
-MLFLOW_PARENT = "mlflow.parentRunId"
 #: the MLflow UI opens an experiment with this kind as a classic ML experiment (runs table with params
 #: and metrics) instead of its GenAI view
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}

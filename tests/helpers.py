@@ -137,3 +137,29 @@ def aggregate_strict(cwd, uri=None):
     )
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     return done.stdout + done.stderr
+
+
+#: headless Chromium flags for the browser tests (Debian's chromium, driven by Playwright)
+BROWSER_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+]
+
+
+def chromium_or_skip() -> str:
+    """Debian's Chromium for Playwright (its own browser download is not reachable here); the calling
+    test module is skipped, with the reason, where Playwright or the binary is missing."""
+    import shutil
+
+    import pytest
+
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        pytest.skip("playwright is not installed (pip install playwright)", allow_module_level=True)
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.skip("no chromium binary (apt-get install chromium)", allow_module_level=True)
+    return path

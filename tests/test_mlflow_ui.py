@@ -5,28 +5,22 @@ Playwright or Chromium."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
 import urllib.request
 
 import pytest
-from helpers import finish, kvx_env, start_sweep, store
+from helpers import BROWSER_ARGS, chromium_or_skip, finish, kvx_env, start_sweep, store
 
 from kvx.postgres import free_port
 from kvx.tracking import ui_path
 
 pytestmark = pytest.mark.slow
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+CHROMIUM = chromium_or_skip()
+ARGS = BROWSER_ARGS
 
-try:
-    from playwright.sync_api import expect, sync_playwright
-except ImportError:
-    pytest.skip("playwright is not installed (pip install playwright)", allow_module_level=True)
-if CHROMIUM is None:
-    pytest.skip("no chromium binary (apt-get install chromium)", allow_module_level=True)
+from playwright.sync_api import expect, sync_playwright  # noqa: E402 - after the skip
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,11 @@ Chromium."""
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import BROWSER_ARGS, chromium_or_skip
 
 from kvx.aggregate import report
 from kvx.aggregate.__main__ import main
@@ -19,15 +19,10 @@ from kvx.aggregate.synthetic import Grid, cells
 from kvx.records import dumps
 
 pytestmark = pytest.mark.slow
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+CHROMIUM = chromium_or_skip()
+ARGS = BROWSER_ARGS
 
-try:
-    from playwright.sync_api import expect, sync_playwright
-except ImportError:
-    pytest.skip("playwright is not installed (pip install playwright)", allow_module_level=True)
-if CHROMIUM is None:
-    pytest.skip("no chromium binary (apt-get install chromium)", allow_module_level=True)
+from playwright.sync_api import expect, sync_playwright  # noqa: E402 - after the skip
 
 # two readers (so the reader-upgrade audit has figures), two compressors (matched comparisons), one ratio
 GRID = Grid(readers=("smollm2", "tiny"), ratios=(0.5,), n_sources=10)

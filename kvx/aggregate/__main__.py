@@ -22,6 +22,8 @@ from kvx.aggregate.sources import DirectorySource, MlflowSource, Source
 from kvx.errors import ConfigError
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from kvx.aggregate.plots import Drawer
 
 DEFAULT_URI = "sqlite:///outputs/mlflow.db"
@@ -134,8 +136,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         drawer = None
     else:
-        drawer = None if args.no_plots else _drawer(out, options.workers)
-        result = analyse(source, options, on_table=drawer.add if drawer else None)
+        drawer = None if args.no_plots else _Figures(out, options.workers)
+        if drawer is None:
+            result = analyse(source, options)
+        else:
+            result = analyse(source, options, on_table=drawer.add, while_reading=drawer.start)
     from kvx.aggregate.publish import publish
 
     report = publish(
@@ -151,12 +156,27 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if args.strict and result.problems else (2 if result.n_rows == 0 and errors else 0)
 
 
-def _drawer(out: Path, workers: int | None) -> Drawer:
-    """Figures drawn in worker processes while the analysis goes on."""
-    from kvx.aggregate.plots import Drawer
+class _Figures:
+    """Figures drawn in worker processes while the analysis goes on. The plotting stack is imported
+    while the record workers read (``start``), so its import overlaps them instead of preceding them."""
 
-    out.mkdir(parents=True, exist_ok=True)
-    return Drawer(out, workers)
+    def __init__(self, out: Path, workers: int | None) -> None:
+        self.out, self.workers = out, workers
+        self.drawer: Drawer | None = None
+
+    def start(self) -> Drawer:
+        if self.drawer is None:
+            from kvx.aggregate.plots import Drawer
+
+            self.out.mkdir(parents=True, exist_ok=True)
+            self.drawer = Drawer(self.out, self.workers)
+        return self.drawer
+
+    def add(self, name: str, frame: pd.DataFrame) -> None:
+        self.start().add(name, frame)
+
+    def figures(self) -> dict[str, list[Path]]:
+        return self.start().figures()
 
 
 def _summary(result: Result, notes: list[str], report: Path, seconds: float) -> None:

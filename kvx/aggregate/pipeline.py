@@ -74,16 +74,23 @@ def _exported(batches: Iterable[Batch], root: Path | None) -> Iterator[Batch]:
 
 
 def analyse(
-    source: Source, options: Options, on_table: Callable[[str, pd.DataFrame], None] | None = None
+    source: Source,
+    options: Options,
+    on_table: Callable[[str, pd.DataFrame], None] | None = None,
+    while_reading: Callable[[], object] | None = None,
 ) -> Result:
     """Validate every batch (in ``options.workers`` processes), then analyse; ``on_table`` is told of each
-    table as soon as it exists, so its figures can be drawn while the next tables are computed."""
+    table as soon as it exists, so its figures can be drawn while the next tables are computed, and
+    ``while_reading`` runs once the workers are reading (work that can overlap them)."""
     validated = Validated()
     batches = _exported(source.batches(), options.export)
     workers = min(options.workers or cpus(), max(len(source), 1))
     parts = imap(validate_batch, batches, workers)
     for part in tqdm(parts, total=len(source), desc="records", disable=not options.progress, leave=False):
         validated.merge(part)
+        if while_reading is not None:
+            while_reading()
+            while_reading = None
     validated.problems.extend(source.problems)
     source.notes.extend(validated.notes)
     rows = validated.frame()
@@ -104,10 +111,10 @@ def analyse(
             on_table(name, frame)
 
     if not rows.empty:
+        put("matched", matched(rows, metrics))  # first: its one small-multiples figure takes longest
         put("matrix", with_varying(matrix(rows), rows, validated.cells, keys))
         put("failures", failures(rows, metrics))
         put("categories", categories(rows))
-        put("matched", matched(rows, metrics))
         put("separation", separation(rows, metrics, options.n_boot, options.seed))
         put("intervention", intervention(rows, options.n_boot, options.seed))
         put("contrast", contrast(rows, validated.contrasts))

@@ -17,7 +17,9 @@ from typing import Any
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
+from kvx.aggregate import sqlite_runs
 from kvx.aggregate.problems import Problem
+from kvx.tags import CONTROL_KEY, GRID, MLFLOW_PARENT, PLANNED_JOBS, REUSED, ROLE
 
 CONTROL_SUFFIX = ".controls.jsonl"
 _CONTROL_STEM = ".controls"  # <split>.controls.jsonl or <split>.controls.jsonl.gz
@@ -84,11 +86,9 @@ class Source:
 def superseded(sweeps: Iterable[Any]) -> dict[str, str]:
     """Unfinished sweeps whose grid (the same command line) a later sweep ran to FINISHED: that later
     sweep resumed them, reusing their finished cells, so the grid is complete there. Old -> new id."""
-    from kvx import tracking  # imports MLflow: only for stores, so reading record files starts fast
-
     by_grid: dict[str, list[Any]] = {}
     for run in sweeps:
-        grid = run.data.tags.get(tracking.GRID)
+        grid = run.data.tags.get(GRID)
         if grid:
             by_grid.setdefault(grid, []).append(run)
     out = {}
@@ -107,26 +107,31 @@ class MlflowSource(Source):
     def __init__(
         self, uri: str, experiments: list[str], sweeps: list[str] | None = None, close_stale: bool = False
     ) -> None:
-        from mlflow.tracking import MlflowClient
-
-        from kvx import tracking
-
         super().__init__({"tracking_uri": uri, "experiments": ", ".join(experiments)})
         if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
             raise FileNotFoundError(f"--tracking-uri {uri}: no such store (run a sweep first)")
-        self.client = MlflowClient(tracking_uri=uri)
+        self.uri = uri
+        self._client: Any = None
         db = uri.removeprefix("sqlite:///")
         self.store_dir = Path(db).resolve().parent if db != uri else None
-        ids = []
-        for name in experiments:
-            exp = self.client.get_experiment_by_name(name)
-            if exp is None:
-                raise LookupError(f"--experiment {name!r} does not exist in {uri}")
-            ids.append(exp.experiment_id)
-        runs = self._search(ids, "")
+        found = None
+        if self.store_dir is not None and not close_stale:  # an embedded store, only read: no MLflow
+            try:
+                found = sqlite_runs.search(Path(db), experiments)
+            except LookupError as exc:
+                raise LookupError(f"{exc} in {uri}") from None
+        if found is None:
+            ids = []
+            for name in experiments:
+                exp = self.client.get_experiment_by_name(name)
+                if exp is None:
+                    raise LookupError(f"--experiment {name!r} does not exist in {uri}")
+                ids.append(exp.experiment_id)
+            found = ids, self._search(ids, "")
+        _, runs = found
         by_role: dict[str, list[Any]] = {}
         for run in runs:
-            by_role.setdefault(run.data.tags.get(tracking.ROLE, ""), []).append(run)
+            by_role.setdefault(run.data.tags.get(ROLE, ""), []).append(run)
         parents = {r.info.run_id: r for r in by_role.get("sweep", [])}
         wanted = set(sweeps or [])
         if "latest" in wanted and parents:
@@ -139,17 +144,13 @@ class MlflowSource(Source):
             )
 
         def selected(run: Any) -> bool:
-            return not wanted or run.data.tags.get(tracking.MLFLOW_PARENT) in wanted
+            return not wanted or run.data.tags.get(MLFLOW_PARENT) in wanted
 
         reused_runs: set[str] = set()
         for run_id, run in parents.items():
             if wanted and run_id not in wanted:
                 continue
-            tags = {
-                k.removeprefix(tracking.REUSED): v
-                for k, v in run.data.tags.items()
-                if k.startswith(tracking.REUSED)
-            }
+            tags = {k.removeprefix(REUSED): v for k, v in run.data.tags.items() if k.startswith(REUSED)}
             if tags:
                 self.reused[run_id] = set(tags)
                 reused_runs.update(tags.values())
@@ -194,16 +195,26 @@ class MlflowSource(Source):
                 )
                 if close_stale:
                     self.client.set_terminated(run_id, "KILLED")
-            planned = run.data.tags.get(tracking.PLANNED_JOBS)
+            planned = run.data.tags.get(PLANNED_JOBS)
             if planned is not None:
                 self.planned[run_id] = int(planned)
         for run in self.cells:
-            parent = run.data.tags.get(tracking.MLFLOW_PARENT, "")
+            parent = run.data.tags.get(MLFLOW_PARENT, "")
             self.finished_cells[parent] = self.finished_cells.get(parent, 0) + 1
         for sweep, cell_ids in self.reused.items():  # a reused cell is a finished job of that sweep
             self.finished_cells[sweep] = self.finished_cells.get(sweep, 0) + len(cell_ids)
-        self.sweeps = sorted({r.data.tags.get(tracking.MLFLOW_PARENT, "") for r in self.cells} - {""})
+        self.sweeps = sorted({r.data.tags.get(MLFLOW_PARENT, "") for r in self.cells} - {""})
         self.description["sweeps"] = ", ".join(self.sweeps) or "(runs outside sweeps)"
+
+    @property
+    def client(self) -> Any:
+        """MLflow's client, imported and opened only when needed: a tracking server, a download, closing
+        stale sweeps, or an embedded store ``sqlite_runs`` cannot read."""
+        if self._client is None:
+            from mlflow.tracking import MlflowClient
+
+            self._client = MlflowClient(tracking_uri=self.uri)
+        return self._client
 
     def _search(self, ids: list[str], filter_string: str) -> list[Any]:
         out, token = [], None
@@ -258,12 +269,10 @@ class MlflowSource(Source):
             return {"lines": path.read_text(encoding="utf-8").splitlines()}
 
     def batches(self) -> Iterator[Batch]:
-        from kvx import tracking
-
         for run in self.cells:
             run_id = run.info.run_id
             lines = self._lines(run, "records.jsonl")
-            sweep = run.data.tags.get(tracking.MLFLOW_PARENT, "")
+            sweep = run.data.tags.get(MLFLOW_PARENT, "")
             if lines is None:
                 self.problems.append(
                     Problem("missing_artifact", "error", run_id, "", "finished cell run has no records.jsonl")
@@ -273,8 +282,8 @@ class MlflowSource(Source):
         for run in self.controls:
             lines = self._lines(run, "controls.jsonl")
             if lines is not None:
-                sweep = run.data.tags.get(tracking.MLFLOW_PARENT, "")
-                split = run.data.tags.get(tracking.CONTROL_KEY)
+                sweep = run.data.tags.get(MLFLOW_PARENT, "")
+                split = run.data.tags.get(CONTROL_KEY)
                 yield Batch(run.info.run_id, sweep, "controls", split=split, **lines)
 
 
