@@ -207,3 +207,13 @@ def test_the_readme_worked_example_aggregates_strictly(tmp_path, capsys):
     assert "1 records read, 1 analysed, 0 errors and 0 warnings" in capsys.readouterr().out
     provenance = pd.read_csv(tmp_path / "out" / "provenance.csv")
     assert set(provenance["field"]) == set(record["provenance"]["unknown"])
+
+
+def test_a_folder_without_records_is_refused_with_what_was_skipped(tmp_path, capsys):
+    (tmp_path / "release").mkdir()
+    (tmp_path / "release" / "manifest.json").write_text(json.dumps({"name": "release"}))
+    args = ["--records", str(tmp_path / "release"), "--no-log", "--quiet", "--out", str(tmp_path / "o")]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    skipped = f"skipped {tmp_path}/release/manifest.json: a JSON file without records"
+    assert err == [f"kvx.aggregate: --records holds no records ({skipped})"]

@@ -643,6 +643,8 @@ def test_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "is not a KVDiagnosis release" in _one_line(capsys)
     assert main(["nosuch", str(tmp_path), "--out", out]) == 2
     assert "unknown importer 'nosuch'" in _one_line(capsys)
+    assert main(["kvdiagnoses", str(tmp_path), "--out", out]) == 2
+    assert "did you mean 'kvdiagnosis'?" in _one_line(capsys)
     assert main(["kvdiagnosis", str(tmp_path)]) == 2  # no --out
     assert "--out" in _one_line(capsys)
     assert main([]) == 2

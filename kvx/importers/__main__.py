@@ -11,6 +11,7 @@ the import finished but some source rows could not be converted (listed in the m
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import sys
 from typing import NoReturn
@@ -43,10 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     name = argv[0]
     if name not in IMPORTERS:
-        print(
-            f"kvx.importers: unknown importer {name!r} (known: {', '.join(sorted(IMPORTERS))})",
-            file=sys.stderr,
-        )
+        close = difflib.get_close_matches(name, IMPORTERS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        print(f"kvx.importers: unknown importer {name!r} (known: {known}){hint}", file=sys.stderr)
         return 2
     module = importlib.import_module(IMPORTERS[name])
     parser = _Parser(prog=f"{PROG} {name}", description=(module.__doc__ or "").split("\n")[0])
