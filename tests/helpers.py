@@ -56,7 +56,10 @@ def kvx_env(uri=None, **extra):
 
 
 def start_sweep(cwd, *args, env=None):
-    """``python -m kvx -m`` on the tiny reader with fast leases, in its own process group."""
+    """``python -m kvx -m`` on the tiny reader with fast leases, in its own process group. SIGINT is
+    reset to its default in the child, as in a terminal: a test suite started in the background (``cmd &``
+    in a script) inherits it ignored, and Python then never turns Ctrl-C into KeyboardInterrupt."""
+    import signal
     import subprocess
     import sys
 
@@ -68,6 +71,7 @@ def start_sweep(cwd, *args, env=None):
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 

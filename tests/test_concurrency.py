@@ -79,9 +79,7 @@ def test_eight_workers_on_sqlite_lose_and_duplicate_nothing(tmp_path):
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
 def test_a_sweep_stopped_mid_cell_resumes_and_supersedes_itself(tmp_path, sig):
-    # three cells: the signal lands while cells remain even when the poll notices the first one late (a
-    # signal that arrives as the interpreter shuts down is lost, and the sweep exits 0 having finished)
-    grid = ["press=snapkv", "ratio=0.25,0.5,0.75", "n_sources=16", "context_tokens=600", "max_new_tokens=16"]
+    grid = ["press=snapkv", "ratio=0.25,0.5", "n_sources=16", "context_tokens=600", "max_new_tokens=16"]
     proc = start(tmp_path, *grid)
     wait_for_running_cell(tmp_path, proc)
     os.killpg(proc.pid, sig) if sig == signal.SIGKILL else proc.send_signal(sig)
@@ -94,7 +92,7 @@ def test_a_sweep_stopped_mid_cell_resumes_and_supersedes_itself(tmp_path, sig):
     left = ledger(tmp_path)
     assert any(r.info.status != "FINISHED" for r in left["cell"])  # a cell was cut off
     run_ok(tmp_path, *grid)
-    check_exactly_once(tmp_path, cells=3, sources=16)
+    check_exactly_once(tmp_path, cells=2, sources=16)
     sweeps = ledger(tmp_path)["sweep"]
     stopped = (
         "FAILED" if sig == signal.SIGINT else "KILLED"
