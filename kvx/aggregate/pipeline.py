@@ -23,7 +23,7 @@ from kvx.aggregate.matrix import categories, failures, matrix
 from kvx.aggregate.problems import Problem
 from kvx.aggregate.rows import with_ids
 from kvx.aggregate.separation import separation
-from kvx.aggregate.sources import CONTROL_SUFFIX, Batch, Source
+from kvx.aggregate.sources import CONTROL_SUFFIX, Batch, Source, stem
 from kvx.aggregate.swap import swapped
 from kvx.aggregate.tpbench import tpbench_tables
 from kvx.aggregate.validation import Validated, cross_check, validate_batch
@@ -61,8 +61,9 @@ def _export(batch: Batch, root: Path) -> None:
         return
     folder = root / (Path(batch.sweep).name or "no-sweep")
     folder.mkdir(parents=True, exist_ok=True)
-    stem = Path(batch.origin).name.removesuffix(".gz").removesuffix(".jsonl").removesuffix(".json")
-    name = f"{batch.split}{CONTROL_SUFFIX}" if batch.kind == "controls" else f"{stem}.jsonl"
+    name = (
+        f"{batch.split}{CONTROL_SUFFIX}" if batch.kind == "controls" else f"{stem(Path(batch.origin))}.jsonl"
+    )
     (folder / name).write_text("".join(line + "\n" for line in lines if line.strip()), encoding="utf-8")
 
 

@@ -304,7 +304,7 @@ SPLIT: dict[str, list[str]] = {
     "reader_scaling": ["task", "evidence", "compressor", "setting", "metric"],
     "contrast_plot": ["task", "reader", "anchor", "structural"],
 }
-Job = tuple[str, Callable[[pd.DataFrame, Path], list[Path]], pd.DataFrame, Path]
+Job = tuple[Callable[[pd.DataFrame, Path], list[Path]], pd.DataFrame, Path]
 
 
 def plot_all(
@@ -334,7 +334,7 @@ class Drawer:
             if table != name:
                 continue
             for part in _parts(frame, SPLIT.get(key)):
-                job: Job = (key, plot, part, self.out)
+                job: Job = (plot, part, self.out)
                 if self.executor is None or part.empty:
                     self.drawn.setdefault(key, []).append(_draw_one(job))
                 else:
@@ -366,7 +366,7 @@ def _parts(frame: pd.DataFrame, keys: list[str] | None) -> list[pd.DataFrame]:
 
 
 def _draw_one(job: Job) -> list[Path]:
-    _, plot, frame, out = job
+    plot, frame, out = job
     return plot(frame, out)
 
 

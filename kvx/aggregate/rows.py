@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kvx.diagnostics.categories import READS, categorize, category_row
+
 VALID = ("measured", "projected", "structural")
 INTERVENTION_FIELDS = (
     "reproduced",
@@ -26,7 +28,6 @@ INTERVENTION_FIELDS = (
 )
 NAN = float("nan")
 UNKNOWN = "unknown"  # the label of a field an external record leaves unknown (never a made-up value)
-CATEGORY_DIAGNOSTICS = ("coverage", "likelihood", "attention")  # what Table 4's rules read
 
 
 @dataclass(frozen=True)
@@ -94,11 +95,9 @@ def _category(record: dict[str, Any], diags: dict[str, Any]) -> dict[str, Any]:
     recorded = (record.get("category") or {}).get("category")
     if recorded is not None:
         return {"category": recorded, "category_derived": False}
-    measured = any((diags.get(name) or {}).get("status") in VALID for name in CATEGORY_DIAGNOSTICS)
+    measured = any((diags.get(name) or {}).get("status") in VALID for name in READS)
     if record.get("transition") != "C→W" or not measured:
         return {"category": None, "category_derived": False}
-    from kvx.diagnostics.categories import categorize, category_row
-
     return {"category": categorize(category_row(diags))["category"], "category_derived": True}
 
 

@@ -324,13 +324,13 @@ class DirectorySource(Source):
 
     def batches(self) -> Iterator[Batch]:
         for path in self.files:
-            stem = _stem(path)
-            kind = "controls" if stem.endswith(_CONTROL_STEM) else "records"
-            split = stem.removesuffix(_CONTROL_STEM) if kind == "controls" else None
+            name = stem(path)
+            kind = "controls" if name.endswith(_CONTROL_STEM) else "records"
+            split = name.removesuffix(_CONTROL_STEM) if kind == "controls" else None
             yield Batch(str(path), str(path.parent), kind, split=split, path=path)
 
 
-def _stem(path: Path) -> str:
+def stem(path: Path) -> str:
     """The name without .jsonl / .jsonl.gz / .json."""
     name = path.name.removesuffix(".gz")
     for suffix in (".jsonl", ".json"):

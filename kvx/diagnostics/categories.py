@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-__all__ = ["CATEGORIES", "RULES", "CategoryResult", "categorize"]
+__all__ = ["CATEGORIES", "READS", "RULES", "CategoryResult", "categorize", "category_row"]
 
 RULES: tuple[str, ...] = (
     "low_mapped_coverage",
@@ -92,6 +92,10 @@ def categorize(row: Mapping[str, Any]) -> CategoryResult:
     else:
         category = "ambiguous"
     return CategoryResult(category=category, matched=matched)
+
+
+#: the diagnostics whose stored values ``category_row`` reads
+READS: tuple[str, ...] = ("coverage", "likelihood", "attention")
 
 
 def category_row(diagnostics: dict[str, dict[str, Any]]) -> dict[str, Any]:
