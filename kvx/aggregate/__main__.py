@@ -15,7 +15,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from kvx.aggregate.pipeline import Options, Result, analyse
 from kvx.aggregate.sources import DirectorySource, MlflowSource, Source
@@ -216,5 +216,18 @@ def _audit_headlines(result: Result) -> None:
         )
 
 
+def _interrupted() -> NoReturn:
+    """Ctrl-C: one line, not the tracebacks of the main process and its workers; the store is only read."""
+    print(
+        "\nkvx.aggregate: interrupted; the store and records are unchanged, rerun to aggregate",
+        file=sys.stderr,
+    )
+    sys.stderr.flush()
+    os._exit(130)  # the workers got the same Ctrl-C: no pool shutdown to wait for
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        _interrupted()
