@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -89,32 +90,58 @@ def run(cfg: DictConfig) -> dict[str, float]:
     """One Hydra job: its own cell, or with ``per_job`` the group of cells ``cells`` lists."""
     if cfg.get("cells"):
         return run_group(cfg)
-    return run_cell(cfg, choices(cfg), _parent_run_id())
+    return run_cells([(cfg, choices(cfg))], _parent_run_id())
 
 
 def run_group(cfg: DictConfig) -> dict[str, float]:
-    """Each cell of the group composed as its own job would be, run in this process one after
-    another, so the model loads once and each source's prefill serves every cell of the group."""
+    """Each cell of the group composed as its own job would be and run in this process, source
+    by source (``Engine.run_cells``), so the model loads once and each source's prefill serves
+    every cell of the group."""
     from hydra import compose
     from hydra.core.hydra_config import HydraConfig
 
     hydra_cfg = HydraConfig.get()
-    parent = _parent_run_id()
     base = [o for o in hydra_cfg.overrides.task if not o.startswith("cells=")]
-    metrics: dict[str, float] = {}
+    jobs = []
     for overrides in json.loads(cfg.cells):
         composed = compose(hydra_cfg.job.config_name, overrides=[*base, *overrides], return_hydra_config=True)
         typed = {group: str(composed.hydra.runtime.choices[group]) for group in GROUPS}
         with open_dict(composed):
             del composed["hydra"]
-        metrics = run_cell(composed, typed, parent)
+        jobs.append((composed, typed))
+    return run_cells(jobs, _parent_run_id())
+
+
+def run_cells(jobs: list[tuple[DictConfig, dict[str, str]]], parent: str | None) -> dict[str, float]:
+    """Validate every cell, skip those already finished, then run the rest a control split at a
+    time (cells of one split share their sources) and log each cell to MLflow as it finishes."""
+    opened = []
+    metrics: dict[str, float] = {}
+    for cfg, typed in jobs:
+        cell_run = _open(cfg, typed, parent)
+        if isinstance(cell_run, dict):
+            metrics = cell_run
+        else:
+            opened.append(cell_run)
+    splits: dict[tuple[str, str], list[_CellRun]] = {}
+    for cell_run in opened:
+        splits.setdefault((cell_run.reader_key, cell_run.identity.split), []).append(cell_run)
+    pending = list(opened)
+    try:
+        for group in splits.values():
+            metrics = _compute(group)
+            for cell_run in group:
+                pending.remove(cell_run)
+    except BaseException as exc:
+        for cell_run in pending:
+            cell_run.abandon(exc)
+        raise
     return metrics
 
 
-def run_cell(cfg: DictConfig, typed: dict[str, str], parent: str | None) -> dict[str, float]:
-    """Validate the cell, skip it if already finished (or wait for the worker computing it), run
-    it and log it to MLflow."""
-    global FINISHED_HERE
+def _open(cfg: DictConfig, typed: dict[str, str], parent: str | None) -> _CellRun | dict[str, float]:
+    """A cell's run claimed and its parameters logged; or, when a finished run already holds the
+    cell (or another worker finished it while this one waited), that run's metrics."""
     try:
         cell, reader_cfg, names = build_cell(cfg, typed)
         identity = cell.identity(reader_identity(names["reader"], reader_cfg))
@@ -163,63 +190,120 @@ def run_cell(cfg: DictConfig, typed: dict[str, str], parent: str | None) -> dict
         if parent:
             client.set_tag(parent, f"{tracking.REUSED}{identity.id}", lease.finished.info.run_id)
         return dict(lease.finished.data.metrics)
-    run_id = lease.run_id
+    cell_run = _CellRun(cfg, typed, parent, cell, reader_cfg, names, identity, chash, client, exp_id, name)
+    cell_run.lease, cell_run.cell_runs = lease, cell_runs
     try:
         params = {**identity.flat(), **{f"choices.{g}": v for g, v in typed.items()}}
         params.update(ratio=cfg.ratio, budget_tokens=cfg.budget_tokens, diagnostics=diagnostics)
         items = sorted((k, str(v)[:500]) for k, v in params.items())
         for i in range(0, len(items), 90):
-            client.log_batch(run_id, params=_params(items[i : i + 90]))
-        reader = load_reader(names["reader"], reader_cfg)
-        client.set_tag(run_id, "model_revision", reader.revision)
-        eng = engine(cfg)
-        before = eng.controls.computed
-        tracer = tracing.Tracer(float(cfg.tracing.sample), run_id)
-        if tracer.sample > 0:
-            tracing.configure(tracking.tracking_uri(cfg), exp_id)
-        records = as_dicts(eng.run_cell(cell, reader, bool(cfg.progress), chash, tracer))
+            client.log_batch(lease.run_id, params=_params(items[i : i + 90]))
+    except BaseException as exc:
+        cell_run.abandon(exc)
+        raise
+    return cell_run
+
+
+def _compute(group: list[_CellRun]) -> dict[str, float]:
+    """Run the cells of one control split together and finish each; returns the last one's metrics."""
+    global FINISHED_HERE
+    first = group[0]
+    reader = load_reader(first.names["reader"], first.reader_cfg)
+    eng = engine(first.cfg)
+    before = eng.controls.computed
+    tracers = [tracing.Tracer(float(c.cfg.tracing.sample), c.lease.run_id) for c in group]
+    for c in group:
+        c.client.set_tag(c.lease.run_id, "model_revision", reader.revision)
+    if any(t.sample > 0 for t in tracers):
+        tracing.configure(tracking.tracking_uri(first.cfg), first.exp_id)
+    progress = any(bool(c.cfg.progress) for c in group)
+    results = eng.run_cells([c.cell for c in group], reader, progress, [c.chash for c in group], tracers)
+    computed = eng.controls.computed - before
+    metrics: dict[str, float] = {}
+    for i, (cell_run, records, tracer) in enumerate(zip(group, results, tracers)):
         tracer.flush()
-        metrics = cell_metrics(records)
-        metrics["controls_computed"] = eng.controls.computed - before
+        metrics = cell_metrics(as_dicts(records))
+        metrics["controls_computed"] = computed if i == 0 else 0  # the split's controls, counted once
         metrics["traced_sources"] = tracer.traced
-        _log_cell(client, run_id, cfg, records, metrics)
-        manifest = cell.task.manifest(cell.n_sources, cell.seed)
-        if manifest is not None:
-            client.log_dict(run_id, manifest, "task_manifest.json")
-        control_name = f"{cell.task_name}|{reader.label}|FullCache"
-        _log_control(
-            client, exp_id, identity.split, parent, control_name, records, leases.Timing.from_config(cfg)
-        )
-        client.set_terminated(run_id, "FINISHED")
-    except ConfigError as exc:
-        client.set_terminated(run_id, "FAILED")
-        print(f"kvx: {exc}", file=sys.stderr)
-        sys.exit(2)
-    except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-            client.set_terminated(run_id, "FAILED")
-            raise
-        client.set_terminated(run_id, "FAILED")
-        print(
-            f"kvx: disk full while writing {exc.filename or 'an artifact'} for cell {name}; it is marked "
-            f"FAILED and {FINISHED_HERE} finished cell(s) are kept: free space and rerun the same command",
-            file=sys.stderr,
-        )
-        sys.exit(1)
-    except KeyboardInterrupt:
-        client.set_terminated(run_id, "KILLED")
-        raise
-    except BaseException:
-        client.set_terminated(run_id, "FAILED")
-        raise
-    finally:
-        lease.release()
-    kept = leases.first_finished(client, cell_runs, run_id)
-    if kept != run_id and parent:  # another worker finished it first: this sweep counts that run
-        client.set_tag(parent, f"{tracking.REUSED}{identity.id}", kept)
-    FINISHED_HERE += 1
-    log.info("%s: %s", name, json.dumps({k: round(v, 4) for k, v in metrics.items()}))
+        decodes = eng.decodes.pop(cell_run.identity.id, {})
+        metrics["decoded_batched"] = decodes.get("batched", 0)
+        metrics["decoded_alone"] = sum(n for how, n in decodes.items() if how != "batched")
+        cell_run.finish(as_dicts(records), metrics, reader, sorted(h for h in decodes if h != "batched"))
+        FINISHED_HERE += 1
+        log.info("%s: %s", cell_run.name, json.dumps({k: round(v, 4) for k, v in metrics.items()}))
     return metrics
+
+
+@dataclass
+class _CellRun:
+    """A claimed cell: its settings, its MLflow run and the lease that keeps the run alive."""
+
+    cfg: DictConfig
+    typed: dict[str, str]
+    parent: str | None
+    cell: Cell
+    reader_cfg: Any
+    names: dict[str, str]
+    identity: Any
+    chash: str
+    client: Any
+    exp_id: str
+    name: str
+    lease: Any = None
+    cell_runs: Any = None
+
+    @property
+    def reader_key(self) -> str:
+        return digest(reader_identity(self.names["reader"], self.reader_cfg))
+
+    def finish(self, records: list[dict], metrics: dict, reader: Any, alone: list[str]) -> None:
+        client, run_id = self.client, self.lease.run_id
+        try:
+            if alone:  # why some caches decoded outside the batch
+                client.set_tag(run_id, "kvx.decoded_alone", "; ".join(alone)[:5000])
+            _log_cell(client, run_id, self.cfg, records, metrics)
+            manifest = self.cell.task.manifest(self.cell.n_sources, self.cell.seed)
+            if manifest is not None:
+                client.log_dict(run_id, manifest, "task_manifest.json")
+            control_name = f"{self.cell.task_name}|{reader.label}|FullCache"
+            _log_control(
+                client,
+                self.exp_id,
+                self.identity.split,
+                self.parent,
+                control_name,
+                records,
+                leases.Timing.from_config(self.cfg),
+            )
+            client.set_terminated(run_id, "FINISHED")
+        except BaseException as exc:
+            self.abandon(exc)
+            raise
+        self.lease.release()
+        kept = leases.first_finished(client, self.cell_runs, run_id)
+        if kept != run_id and self.parent:  # another worker finished it first: this sweep counts that run
+            client.set_tag(self.parent, f"{tracking.REUSED}{self.identity.id}", kept)
+
+    def abandon(self, exc: BaseException) -> None:
+        """End the run as what stopped it, release the lease; a config error or a full disk
+        becomes one ``kvx:`` line and an exit status (the caller re-raises anything else)."""
+        client, run_id = self.client, self.lease.run_id
+        status = "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
+        try:
+            client.set_terminated(run_id, status)
+        finally:
+            self.lease.release()
+        if isinstance(exc, ConfigError):
+            print(f"kvx: {exc}", file=sys.stderr)
+            sys.exit(2)
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            print(
+                f"kvx: disk full while writing {exc.filename or 'an artifact'} for cell {self.name}; it is "
+                f"marked FAILED and {FINISHED_HERE} finished cell(s) are kept: free space and rerun the "
+                "same command",
+                file=sys.stderr,
+            )
+            sys.exit(1)
 
 
 def _params(items: list[tuple[str, str]]) -> list[Any]:

@@ -35,6 +35,38 @@ def axes(overrides: Sequence[Any]) -> list[str]:
     return []
 
 
+def in_one_process(overrides: Sequence[Any], config_dir: str, config_name: str) -> bool:
+    """Hydra's basic launcher and sweeper run every job of a sweep in this process, one after
+    another: kvx then groups the whole sweep itself, so cells that share a split run source by
+    source (``kvx.app.run_cells``). A launcher or sweeper chosen on the command line or in the
+    primary config's defaults keeps one job per cell."""
+    from pathlib import Path
+
+    from omegaconf import DictConfig, OmegaConf
+
+    for o in overrides:
+        if o.key_or_group in ("hydra/launcher", "hydra/sweeper") and str(o.value()) != "basic":
+            return False
+        if o.is_sweep_override() and not o.is_discrete_sweep():
+            return False
+    path = Path(config_dir) / f"{config_name.removesuffix('.yaml')}.yaml"
+    if not path.is_file():
+        return False
+    for item in OmegaConf.load(path).get("defaults") or []:
+        if isinstance(item, DictConfig):
+            for key, value in item.items():
+                group = str(key).removeprefix("override ").strip().lstrip("/")
+                if group in ("hydra/launcher", "hydra/sweeper") and str(value) != "basic":
+                    return False
+    return True
+
+
+def swept(overrides: Sequence[Any]) -> list[str]:
+    """The config keys (or groups) a command line sweeps, in order: what ``per_job`` would name."""
+    names = [o.key_or_group.lstrip("+~").partition(".")[0] for o in overrides if o.is_sweep_override()]
+    return list(dict.fromkeys(names))
+
+
 def inner(overrides: Sequence[Any], names: list[str]) -> list[Any]:
     """The overrides a grouped job runs inside itself: those whose key (or its group) is named."""
     chosen = [o for o in overrides if o.key_or_group.lstrip("+~").partition(".")[0] in names]

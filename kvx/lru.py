@@ -75,6 +75,14 @@ class ByteLRU(Generic[V]):
         while self.total > self.max_bytes:
             self.total -= self._items.popitem(last=False)[1][1]
 
+    def pop(self, key: Any) -> V | None:
+        """Remove and return a value (None when absent)."""
+        item = self._items.pop(key, None)
+        if item is None:
+            return None
+        self.total -= item[1]
+        return item[0]
+
     def memo(self, key: Any, compute: Callable[[], V]) -> V:
         """The stored value, or ``compute()`` stored (when it fits)."""
         value = self.get(key)

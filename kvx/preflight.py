@@ -65,6 +65,8 @@ def prepare(argv: Sequence[str], config_dir: str) -> list[str]:
     per_job = grouping.axes(overrides)
     if per_job and not multirun:
         raise ConfigError(f"{grouping.KEY} groups the cells of a multirun: add -m")
+    if multirun and not per_job and grouping.in_one_process(overrides, config_dir, config_name):
+        per_job = grouping.swept([o for o in overrides if not _is_hydra(o)])
     moved = grouping.inner([o for o in overrides if not _is_hydra(o)], per_job) if per_job else []
     check_jobs(config_dir, config_name, jobs)
     if not moved:

@@ -8,6 +8,8 @@ does not see the question, the compressed cache itself is built once (``Caches.s
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,17 +49,37 @@ class Caches:
     shared: OrderedDict[tuple[str, str, str, float], SharedContext] = field(default_factory=OrderedDict)
     prefills: int = 0  # context prefills actually run
     compressions: int = 0  # compressor runs actually done (fast or hook path)
+    #: captures of the source in progress, kept whatever the LRU's budget (``holding``)
+    held: dict[tuple[str, str], Capture] | None = None
 
     def capture(self, reader: LoadedReader, ids: torch.Tensor, digest: str | None = None) -> Capture:
         """The captured full prefill of ``ids`` on this reader (keyed by reader identity too: two
         readers sharing a tokenizer must never share a prefill)."""
         key = (reader.key, digest or ids_digest(ids))
-        capture = self.captures.get(key)
+        capture = self.held.get(key) if self.held is not None else None
+        capture = capture or self.captures.get(key)
         if capture is None:
             self.prefills += 1
             capture = capture_prefill(reader.model, ids)
             self.captures.put(key, capture)
+        if self.held is not None:
+            self.held[key] = capture
         return capture
+
+    @contextmanager
+    def holding(self, release: bool) -> Iterator[None]:
+        """One source's captures, kept for every cell of it whatever the LRU's budget. ``release``
+        (a source-major run over all of a split's cells): they then leave memory, so one source's
+        prefill is held at a time instead of a sweep's worth; otherwise the LRU keeps them for
+        cells run later, one at a time."""
+        self.held = {}
+        try:
+            yield
+        finally:
+            if release:
+                for key in self.held:
+                    self.captures.pop(key)
+            self.held = None
 
 
 class CompressedRun:

@@ -11,23 +11,27 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
+from transformers import Cache
 
 from kvx.capture import CaptureCache
 from kvx.compressors import attention
 from kvx.compressors.base import Compressor, Setting
+from kvx.compressors.kvpress_adapter import clear_head_masks
 from kvx.controls import ControlStore, control_key
 from kvx.diagnostics.base import Diagnostic
 from kvx.diagnostics.context import DiagnosticContext
 from kvx.errors import ConfigError, Unsupported
-from kvx.generation import Generation
+from kvx.generation import Generation, greedy_decode
 from kvx.identity import CellIdentity, SettingSpec, component, fields_of
 from kvx.lru import ByteLRU
+from kvx.pipeline.batched import DecodeJob, batchable, greedy_decode_batch
 from kvx.pipeline.compress import Caches, CompressedRun, compress
 from kvx.pipeline.decode import decode_compressed, decode_control
 from kvx.pipeline.diagnose import diagnose
@@ -37,7 +41,7 @@ from kvx.pipeline.transform import Transformed, transform_source
 from kvx.readers.base import LoadedReader, Prompt
 from kvx.records import Answer, Record, validate
 from kvx.tasks.base import Segment, Source, Task
-from kvx.tracing import Tracer
+from kvx.tracing import Tracer, sampled
 from kvx.transforms.base import Transform
 from kvx.transforms.none import Identity
 
@@ -105,6 +109,11 @@ class Engine:
         self.artifacts = ControlStore(outputs_dir / "artifacts")
         self.caches = Caches(CaptureCache(capture_cache_bytes), ByteLRU(memo_bytes))
         self._splits: dict[str, list[Source]] = {}
+        #: per cell id: how its compressed caches were decoded ("batched", "alone: <why>") -> count
+        self.decodes: dict[str, Counter[str]] = {}
+
+    def _count(self, cell_id: str, how: str) -> None:
+        self.decodes.setdefault(cell_id, Counter())[how] += 1
 
     @property
     def prefills(self) -> int:
@@ -181,7 +190,6 @@ class Engine:
         cache, run = compress(self.caches, reader, cell.compressor, ratio, prompt, cell.query_aware)
         return decode_compressed(reader, run, cache, cell.max_new_tokens), run
 
-    @torch.inference_mode()
     def run_cell(
         self,
         cell: Cell,
@@ -190,8 +198,49 @@ class Engine:
         config_hash: str | None = None,
         tracer: Tracer | None = None,
     ) -> list[Record]:
+        return self.run_cells([cell], reader, progress, [config_hash], [tracer or Tracer()])[0]
+
+    @torch.inference_mode()
+    def run_cells(
+        self,
+        cells: list[Cell],
+        reader: LoadedReader,
+        progress: bool = True,
+        config_hashes: list[str | None] | None = None,
+        tracers: list[Tracer] | None = None,
+    ) -> list[list[Record]]:
+        """Every cell's records, source by source: cells sharing a control split run together, so
+        one source's prefill is in memory at a time, serves every cell, and the FullCache control and
+        the compressed caches decode in one batch. Sampled (traced) sources run cell by cell, so
+        each trace keeps its own spans."""
+        hashes = config_hashes or [None] * len(cells)
+        tracers = tracers or [Tracer() for _ in cells]
+        plans = [self._plan(c, reader, h) for c, h in zip(cells, hashes)]
+        out: list[list[Record]] = [[] for _ in cells]
+        groups: dict[str, list[int]] = {}
+        for i, plan in enumerate(plans):
+            groups.setdefault(plan.identity.split, []).append(i)
+        for members in groups.values():
+            for c in members:
+                cells[c].transform.bind(reader)
+            first = cells[members[0]]
+            label = first.label() if len(members) == 1 else f"{first.task_name}: {len(members)} cells"
+            for source in tqdm(self.sources(first, reader), desc=label, disable=not progress, leave=False):
+                traced = [c for c in members if sampled(tracers[c].sample, source.id)]
+                if traced:
+                    done = {c: self._traced(cells[c], reader, plans[c], source, tracers[c]) for c in members}
+                else:
+                    done = dict(
+                        zip(members, self._batched([(cells[c], plans[c]) for c in members], reader, source))
+                    )
+                for c in members:
+                    validate(done[c].to_dict())
+                    out[c].append(done[c])
+        return out
+
+    def _plan(self, cell: Cell, reader: LoadedReader, config_hash: str | None) -> _Plan:
+        """What every record of a cell shares: its identity, base fields and key tail."""
         identity = cell.identity(reader.identity)
-        flat = identity.flat()
         base = {
             "task": cell.task_name,
             "reader": reader.label or reader.name,
@@ -203,41 +252,40 @@ class Engine:
             "query_aware": cell.query_aware,
             "split": identity.split,
             "config_hash": config_hash or identity.id,
-            "cell": {"id": identity.id, "fields": flat},
+            "cell": {"id": identity.id, "fields": identity.flat()},
             "versions": versions(),
             "contrast": dict(type(cell.task).contrast) or None,
             "task_family": type(cell.task).family,
         }
-        label = cell.label()
         # key = task/<source>/reader@revision/compressor/setting/seed/cell id: unique per source and cell
         tail = "/".join(
             [f"{base['reader']}@{reader.revision}", cell.press_name, _setting_key(identity.setting)]
             + [f"seed={cell.seed}", identity.id]
         )
-        cell.transform.bind(reader)
-        tracer = tracer or Tracer()
-        records = []
-        for source in tqdm(self.sources(cell, reader), desc=label, disable=not progress, leave=False):
-            started = time.perf_counter()
-            inputs = {"source_id": source.id, "question": source.question, "references": list(source.answers)}
-            with reader.autocast(), tracer.source(f"{label} | {source.id}", source.id, inputs) as root:
-                root.set_attribute("kvx.cell_id", identity.id)
-                record = self.run_source(
-                    cell, reader, identity, source, f"{cell.task_name}/{source.id}/{tail}", base, tracer
-                )
-                root.set_outputs(
-                    {
-                        "status": record.status,
-                        "reason": record.reason,
-                        "transition": record.transition,
-                        "full": (record.full.output if record.full else None),
-                        "compressed": (record.compressed.output if record.compressed else None),
-                    }
-                )
-            record.seconds = time.perf_counter() - started
-            validate(record.to_dict())
-            records.append(record)
-        return records
+        return _Plan(identity, base, tail)
+
+    def _traced(
+        self, cell: Cell, reader: LoadedReader, plan: _Plan, source: Source, tracer: Tracer
+    ) -> Record:
+        started = time.perf_counter()
+        label = cell.label()
+        inputs = {"source_id": source.id, "question": source.question, "references": list(source.answers)}
+        with reader.autocast(), tracer.source(f"{label} | {source.id}", source.id, inputs) as root:
+            root.set_attribute("kvx.cell_id", plan.identity.id)
+            record = self.run_source(
+                cell, reader, plan.identity, source, plan.key(cell, source), plan.base, tracer
+            )
+            root.set_outputs(
+                {
+                    "status": record.status,
+                    "reason": record.reason,
+                    "transition": record.transition,
+                    "full": (record.full.output if record.full else None),
+                    "compressed": (record.compressed.output if record.compressed else None),
+                }
+            )
+        record.seconds = time.perf_counter() - started
+        return record
 
     def run_source(
         self,
@@ -249,12 +297,169 @@ class Engine:
         base: dict,
         tracer: Tracer | None = None,
     ) -> Record:
-        """Every stage for one source of one cell; nothing here outlives the source but the caches."""
+        """Every stage for one source of one cell, decoded alone (traced sources take this path)."""
         tracer = tracer or Tracer()
         with tracer.stage("encode", {"context_chars": len(source.context)}) as span:
             prompt = encode(reader, source)
-            n_ctx = int(prompt.context_ids.shape[1])
-            span.set_outputs({"context_tokens": n_ctx, "question_tokens": int(prompt.question_ids.shape[1])})
+            span.set_outputs(
+                {
+                    "context_tokens": prompt.context_ids.shape[1],
+                    "question_tokens": prompt.question_ids.shape[1],
+                }
+            )
+        record, job = self._open(cell, reader, identity, source, prompt, key, base, tracer)
+        if job is None:
+            return record
+        self._count(identity.id, "alone: traced source")
+        try:
+            with tracer.stage("control", {"compressor": "FullCache"}) as span:
+                job.record.full = self.control(cell, reader, source, prompt, identity.split)
+                span.set_outputs(job.record.full.to_dict())
+        except Exception as exc:  # no control, no pair: an error, not a wrong answer
+            job.record.fail("error", f"FullCache control: {type(exc).__name__}: {exc}")
+            return job.record
+        self._compress(job, reader, tracer)
+        if job.ok:
+            try:
+                with tracer.stage("decode", {"max_new_tokens": cell.max_new_tokens}, "LLM") as span:
+                    gen = decode_compressed(reader, job.run, job.cache, cell.max_new_tokens)
+                    span.set_outputs(
+                        {"text": gen.text, "new_tokens": len(gen.token_ids), "stop": gen.stop_reason}
+                    )
+            except Exception as exc:  # recorded, counted, never scored as wrong
+                job.record.fail("error", f"{type(exc).__name__}: {exc}")
+                return job.record
+            self._close(job, reader, gen, tracer)
+        return job.record
+
+    def _batched(
+        self, members: list[tuple[Cell, _Plan]], reader: LoadedReader, source: Source
+    ) -> list[Record]:
+        """One source for several cells of a split: one encode, one capture, and the FullCache
+        control and compressed caches decoded together (``kvx.pipeline.batched``)."""
+        started = time.perf_counter()
+        with reader.autocast(), self.caches.holding(release=len(members) > 1):
+            prompt = encode(reader, source)
+            records: list[Record] = []
+            jobs: list[_Job] = []
+            for cell, plan in members:
+                record, job = self._open(
+                    cell, reader, plan.identity, source, prompt, plan.key(cell, source), plan.base
+                )
+                records.append(record)
+                if job is not None:
+                    jobs.append(job)
+            if jobs:
+                self._control_and_decode(jobs, reader, source, prompt)
+            for job in jobs:
+                if job.ok and job.gen is not None:
+                    self._close(job, reader, job.gen)
+        seconds = (time.perf_counter() - started) / len(records)
+        for record in records:
+            record.seconds = seconds  # the source's time, shared equally by its cells
+        return records
+
+    def _control_and_decode(
+        self, jobs: list[_Job], reader: LoadedReader, source: Source, prompt: Prompt
+    ) -> None:
+        """Compress every job, then decode the control (unless stored) and every batchable cache in
+        one batch; caches that cannot join decode alone right after their compression."""
+        cell, split = jobs[0].cell, jobs[0].record.split
+        key = control_key(split=split, prompt=prompt_hash(prompt), source=source.digest())
+        stored = self.controls.get(key)
+        full = Answer.from_dict(stored) if stored is not None else None
+        control: DecodeJob | None = None
+        try:
+            if full is None:
+                capture = self.caches.capture(reader, prompt.context_ids)
+                control = DecodeJob(
+                    capture.full_cache(), prompt.question_ids, capture.n_tokens, cell.max_new_tokens
+                )
+        except Exception as exc:
+            for job in jobs:
+                job.record.fail("error", f"FullCache control: {type(exc).__name__}: {exc}")
+            return
+        model = reader.model
+        together: list[_Job] = []
+        for job in jobs:
+            clear_head_masks(model)
+            self._compress(job, reader)
+            if not job.ok:
+                continue
+            alone = batchable(job.cache, job.run.decode_impl, model)
+            self._count(job.record.cell["id"], f"alone: {alone}" if alone else "batched")
+            if alone is None:
+                together.append(job)
+                continue
+            try:
+                job.gen = decode_compressed(reader, job.run, job.cache, job.cell.max_new_tokens)
+            except Exception as exc:
+                job.record.fail("error", f"{type(exc).__name__}: {exc}")
+            clear_head_masks(model)
+        decodes = [control] if control is not None else []
+        decodes += [DecodeJob(j.cache, j.run.feed, j.run.start, j.cell.max_new_tokens) for j in together]
+        gens = self._decode_all(reader, decodes)
+        if control is not None:
+            gen = gens.pop(0)
+            try:
+                if isinstance(gen, Exception):
+                    raise gen
+                full = evaluate(cell.task, gen, source)
+                self.controls.put(key, full.to_dict())
+            except Exception as exc:
+                for job in jobs:
+                    job.record.fail("error", f"FullCache control: {type(exc).__name__}: {exc}")
+                return
+        for job, gen in zip(together, gens):
+            if isinstance(gen, Exception):
+                job.record.fail("error", f"{type(gen).__name__}: {gen}")
+            else:
+                job.gen, job.run.first_logits = gen, gen.first_logits
+        for job in jobs:
+            job.record.full = full
+
+    def _decode_all(self, reader: LoadedReader, decodes: list[DecodeJob]) -> list[Generation | Exception]:
+        """Batches of jobs sharing their feed; a batch that fails is retried job by job, so an
+        error belongs to the cache that caused it."""
+        out: list[Generation | Exception | None] = [None] * len(decodes)
+        by_feed: dict[bytes, list[int]] = {}
+        for i, d in enumerate(decodes):
+            by_feed.setdefault(d.feed.cpu().numpy().tobytes(), []).append(i)
+        for members in by_feed.values():
+            clear_head_masks(reader.model)
+            try:
+                gens = greedy_decode_batch(reader.model, reader.tokenizer, [decodes[i] for i in members])
+            except Exception:
+                gens = []
+                for i in members:
+                    d = decodes[i]
+                    try:
+                        gens.append(
+                            greedy_decode(
+                                reader.model, reader.tokenizer, d.cache, d.feed, d.start, d.max_new_tokens
+                            )
+                        )
+                    except Exception as exc:
+                        gens.append(exc)
+            for i, gen in zip(members, gens):
+                out[i] = gen
+        return out  # type: ignore[return-value]
+
+    def _open(
+        self,
+        cell: Cell,
+        reader: LoadedReader,
+        identity: CellIdentity,
+        source: Source,
+        prompt: Prompt,
+        key: str,
+        base: dict,
+        tracer: Tracer | None = None,
+    ) -> tuple[Record, _Job | None]:
+        """The record of one source and cell, through the transform and the setting's resolution,
+        with the job to compress, or None when the record is already final."""
+        tracer = tracer or Tracer()
+        n_ctx = int(prompt.context_ids.shape[1])
         record = Record(
             key=key,
             status="supported",
@@ -281,7 +486,7 @@ class Engine:
                 record.fail("unsupported", f"transform {cell.transform_name}: {exc}")
             else:
                 record.fail("error", f"transform {cell.transform_name}: {type(exc).__name__}: {exc}")
-            return record
+            return record, None
         comp_source, comp_prompt = source, prompt
         if transformed is not None:
             comp_source, comp_prompt = transformed.source, encode(reader, transformed.source)
@@ -294,34 +499,35 @@ class Engine:
         record.setting = _setting_dict(setting, identity.setting)
         if not setting.supported:
             record.fail("unsupported", setting.reason)
-            return record
-        try:
-            with tracer.stage("control", {"compressor": "FullCache"}) as span:
-                record.full = self.control(cell, reader, source, prompt, identity.split)
-                span.set_outputs(record.full.to_dict())
-        except Exception as exc:  # no control, no pair: an error, not a wrong answer
-            record.fail("error", f"FullCache control: {type(exc).__name__}: {exc}")
-            return record
+            return record, None
+        return record, _Job(cell, record, setting, comp_source, comp_prompt, transformed)
+
+    def _compress(self, job: _Job, reader: LoadedReader, tracer: Tracer | None = None) -> None:
+        cell, setting = job.cell, job.setting
+        n_compressed = int(job.prompt.context_ids.shape[1])
         try:
             inputs = {"compressor": cell.press_name, "ratio": setting.ratio, "tokens": n_compressed}
-            with tracer.stage("compress", inputs) as span:
-                cache, run = compress(
-                    self.caches, reader, cell.compressor, setting.ratio, comp_prompt, cell.query_aware, tracer
+            with (tracer or Tracer()).stage("compress", inputs) as span:
+                job.cache, job.run = compress(
+                    self.caches, reader, cell.compressor, setting.ratio, job.prompt, cell.query_aware, tracer
                 )
                 span.set_outputs(
-                    {"cache_tokens": cache.get_seq_length(), "retained_share": setting.retained_share}
+                    {"cache_tokens": job.cache.get_seq_length(), "retained_share": setting.retained_share}
                 )
-            with tracer.stage("decode", {"max_new_tokens": cell.max_new_tokens}, "LLM") as span:
-                gen = decode_compressed(reader, run, cache, cell.max_new_tokens)
-                span.set_outputs(
-                    {"text": gen.text, "new_tokens": len(gen.token_ids), "stop": gen.stop_reason}
-                )
+        except Exception as exc:  # recorded, counted, never scored as wrong
+            job.record.fail("error", f"{type(exc).__name__}: {exc}")
+
+    def _close(self, job: _Job, reader: LoadedReader, gen: Generation, tracer: Tracer | None = None) -> None:
+        """Evaluate the compressed answer, pair it with the control and run the diagnostics."""
+        tracer = tracer or Tracer()
+        record, cell = job.record, job.cell
+        try:
             with tracer.stage("evaluate") as span:
-                answer = evaluate(cell.task, gen, comp_source)
+                answer = evaluate(cell.task, gen, job.source)
                 span.set_outputs({"correct": answer.correct, "score": answer.score})
         except Exception as exc:  # recorded, counted, never scored as wrong
             record.fail("error", f"{type(exc).__name__}: {exc}")
-            return record
+            return
         record.pair(record.full, answer)
         if cell.diagnostics:
             view = {
@@ -329,11 +535,39 @@ class Engine:
                 "compressed": answer.to_dict(),
                 "transition": record.transition,
             }
-            ctx = DiagnosticContext(reader, cell, comp_source, comp_prompt, run, view)
+            ctx = DiagnosticContext(reader, cell, job.source, job.prompt, job.run, view)
             record.diagnostics, record.category = diagnose(
-                cell.diagnostics, ctx, transformed is not None, tracer
+                cell.diagnostics, ctx, job.transformed is not None, tracer
             )
-        return record
+
+
+@dataclass
+class _Plan:
+    identity: CellIdentity
+    base: dict
+    tail: str
+
+    def key(self, cell: Cell, source: Source) -> str:
+        return f"{cell.task_name}/{source.id}/{self.tail}"
+
+
+@dataclass
+class _Job:
+    """One cell's source between the setting's resolution and its answer."""
+
+    cell: Cell
+    record: Record
+    setting: Setting
+    source: Source  # what the compressor saw (transformed, when a transform ran)
+    prompt: Prompt
+    transformed: Transformed | None
+    cache: Cache | None = None
+    run: CompressedRun | None = None
+    gen: Generation | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.record.status == "supported" and not self.record.reason
 
 
 def _setting_key(spec: SettingSpec) -> str:

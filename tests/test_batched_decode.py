@@ -1,0 +1,203 @@
+"""Batched decoding: every answer is the one its cache gives when decoded alone, bit for bit, whatever
+else is in the batch; caches that cannot join a batch decode alone and say why."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from kvx.generation import greedy_decode
+from kvx.pipeline import batched
+from kvx.pipeline.batched import DecodeJob, batchable, greedy_decode_batch
+from kvx.pipeline.compress import compress
+from kvx.pipeline.encode import encode
+from kvx.pipeline.engine import Cell, Engine
+from kvx.readers.base import attn_implementation
+from kvx.records import as_dicts
+from kvx.registry import registry
+from kvx.tasks.ruler import NiahSingle
+
+N = 3
+TOKENS = 8
+
+
+def cell(name: str, ratio: float = 0.5, **kw) -> Cell:
+    comp = registry("compressor").get(name)()
+    return Cell("ruler_niah_single", NiahSingle(), "tiny", name, comp, ratio, 0, N, 400, TOKENS, **kw)
+
+
+def fast_path_names() -> list[str]:
+    names = registry("compressor").names()
+    return [n for n in names if getattr(registry("compressor").get(n), "fast_path", False)]
+
+
+def alone(tiny, job: DecodeJob, impl: str | None):
+    with attn_implementation(tiny.model, impl):
+        return greedy_decode(tiny.model, tiny.tokenizer, job.cache, job.feed, job.start, job.max_new_tokens)
+
+
+def same(a, b) -> bool:
+    return (
+        a.token_ids == b.token_ids
+        and a.stop_reason == b.stop_reason
+        and a.text == b.text
+        and torch.equal(a.first_logits, b.first_logits)
+    )
+
+
+@pytest.fixture(scope="module")
+def caches(tiny, tmp_path_factory):
+    """(label, job factory, attention impl) for the FullCache and every batchable fast-path cache of
+    one source, plus the names that must decode alone with their reason."""
+    engine = Engine(Path(tmp_path_factory.mktemp("b")), 2**30)
+    source = engine.sources(cell("snapkv"), tiny)[0]
+    prompt = encode(tiny, source)
+    capture = engine.caches.capture(tiny, prompt.context_ids)
+    out = [
+        ("full", lambda: DecodeJob(capture.full_cache(), prompt.question_ids, capture.n_tokens, TOKENS), None)
+    ]
+    refused = {}
+    with torch.inference_mode():
+        for name in fast_path_names():
+            comp = registry("compressor").get(name)()
+            for ratio in (0.25, 0.5):
+                try:
+                    _, run = compress(engine.caches, tiny, comp, ratio, prompt, False)
+                except Exception:  # a setting the tiny model cannot take (HQQ group sizes)
+                    continue
+                why = batchable(run.build(), run.decode_impl, tiny.model)
+                if why:
+                    refused[name] = why
+                else:
+                    out.append((f"{name}@{ratio}", _job(run), run.decode_impl))
+                from kvx.compressors.kvpress_adapter import clear_head_masks
+
+                clear_head_masks(tiny.model)
+    return out, refused
+
+
+def _job(run):
+    return lambda: DecodeJob(run.build(), run.feed, run.start, TOKENS)
+
+
+def test_every_batchable_fast_path_press_decodes_token_identical_to_alone(tiny, caches):
+    entries, refused = caches
+    assert len(entries) >= 20  # full + ~12 presses x 2 ratios
+    assert {"adakv", "hqq"} <= refused.keys() or "adakv" in refused
+    with torch.inference_mode():
+        expected = [alone(tiny, make(), impl) for _, make, impl in entries]
+        got = greedy_decode_batch(tiny.model, tiny.tokenizer, [make() for _, make, _ in entries])
+    for (label, _, _), a, b in zip(entries, expected, got):
+        assert same(a, b), label
+
+
+def test_an_answer_does_not_depend_on_the_rest_of_its_batch(tiny, caches):
+    entries, _ = caches
+    with torch.inference_mode():
+        pick = [entries[i] for i in (0, 3, 7)]
+        solo = greedy_decode_batch(tiny.model, tiny.tokenizer, [pick[0][1]()])[0]
+        pair = greedy_decode_batch(tiny.model, tiny.tokenizer, [p[1]() for p in pick[:2]])[0]
+        three = greedy_decode_batch(tiny.model, tiny.tokenizer, [p[1]() for p in pick])[0]
+    assert same(solo, pair) and same(solo, three)
+
+
+def test_rows_that_stop_early_leave_the_batch_and_budgets_differ(tiny, caches):
+    entries, _ = caches
+    model = tiny.model
+    budgets = (TOKENS, 3, TOKENS)
+
+    def jobs():
+        out = [entries[i][1]() for i in range(3)]
+        for job, budget in zip(out, budgets):
+            job.max_new_tokens = budget
+        return out
+
+    with torch.inference_mode():
+        first = alone(tiny, entries[0][1](), None)
+    old = model.generation_config.eos_token_id
+    model.generation_config.eos_token_id = first.token_ids[2]  # the full cache's third token ends it
+    try:
+        with torch.inference_mode():
+            expected = [alone(tiny, job, entries[i][2]) for i, job in enumerate(jobs())]
+            got = greedy_decode_batch(model, tiny.tokenizer, jobs())
+    finally:
+        model.generation_config.eos_token_id = old
+    assert got[0].stop_reason == "eos" and len(got[0].token_ids) == 3
+    assert len(got[1].token_ids) <= 3
+    for a, b in zip(expected, got):
+        assert same(a, b)
+
+
+def test_the_lm_head_recomputes_a_row_whose_margin_rounding_could_flip(tiny, caches, monkeypatch):
+    entries, _ = caches
+    with torch.inference_mode():
+        expected = [alone(tiny, make(), impl) for _, make, impl in entries[:4]]
+        monkeypatch.setattr(batched, "_UNIT_ROUNDOFF", 1e-2)  # every margin is now too thin to trust
+        heads = []
+        original = batched._Head
+
+        class Counting(original):
+            def __init__(self, model):
+                super().__init__(model)
+                heads.append(self)
+
+        monkeypatch.setattr(batched, "_Head", Counting)
+        got = greedy_decode_batch(tiny.model, tiny.tokenizer, [make() for _, make, _ in entries[:4]])
+    assert heads[0].recomputed > 0
+    for a, b in zip(expected, got):
+        assert same(a, b)
+
+
+def test_the_head_tolerance_is_twice_the_dot_product_error_bound():
+    class Model:
+        def __init__(self):
+            self.head = torch.nn.Linear(4, 2, bias=False)
+            with torch.no_grad():
+                self.head.weight.copy_(torch.tensor([[3.0, 4.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]]))
+
+        def get_output_embeddings(self):
+            return self.head
+
+    u = 2.0**-24
+    gamma = 4 * u / (1 - 4 * u)  # K = 4
+    assert math.isclose(batched._Head(Model()).tolerance, 2 * gamma * 5.0)  # max row norm 5
+
+
+def test_a_linear_whose_batched_product_differs_runs_row_by_row(tiny, caches, monkeypatch):
+    entries, _ = caches
+    with torch.inference_mode():
+        expected = [alone(tiny, make(), impl) for _, make, impl in entries[:3]]
+        monkeypatch.setattr(batched._RowLinear, "exact", dict.fromkeys(batched._RowLinear.exact, False))
+        got = greedy_decode_batch(tiny.model, tiny.tokenizer, [make() for _, make, _ in entries[:3]])
+    for a, b in zip(expected, got):
+        assert same(a, b)
+
+
+def test_jobs_with_different_feeds_are_refused():
+    job = DecodeJob(None, torch.tensor([[1, 2]]), 0, 2)
+    other = DecodeJob(None, torch.tensor([[1, 3]]), 0, 2)
+    with pytest.raises(ValueError, match="one feed"):
+        greedy_decode_batch(None, None, [job, other])
+
+
+def test_source_major_cells_equal_cells_run_one_at_a_time(tiny, tmp_path):
+    """Four cells (one query-aware, so its feed differs; one AdaKV, which decodes alone) source by
+    source give the records of the same cells run one after another, and hold no capture after."""
+    grid = [cell("snapkv", 0.25), cell("tova", 0.5), cell("adakv", 0.5), cell("knorm", 0.5, query_aware=True)]
+    one = Engine(tmp_path / "one", 2**30)
+    expected = [as_dicts(one.run_cell(c, tiny, progress=False)) for c in grid]
+    together = Engine(tmp_path / "together", 2**30)
+    got = [as_dicts(r) for r in together.run_cells(grid, tiny, progress=False)]
+    for a, b in zip(expected, got):
+        for x, y in zip(a, b):
+            x.pop("seconds"), y.pop("seconds")
+            assert x == y
+    # the query-aware cell prefills context + question, its own capture: 2 per source either way
+    assert together.prefills == one.prefills == 2 * N and together.controls.computed == N
+    assert len(together.caches.captures) == 0  # each source's capture left memory with it
+    ids = [c.identity(tiny.identity).id for c in grid]
+    assert together.decodes[ids[0]] == {"batched": N}
+    assert together.decodes[ids[2]] == {"alone: per-head masks (AdaKV) decode alone": N}
