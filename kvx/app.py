@@ -114,19 +114,40 @@ def run_group(cfg: DictConfig) -> dict[str, float]:
 
 def run_cells(jobs: list[tuple[DictConfig, dict[str, str]]], parent: str | None) -> dict[str, float]:
     """Validate every cell, skip those already finished, then run the rest a control split at a
-    time (cells of one split share their sources) and log each cell to MLflow as it finishes."""
-    opened = []
+    time (cells of one split share their sources) and log each cell to MLflow as it finishes.
+
+    Cells another worker is computing are left for later, and this worker waits on one only while
+    it holds no claim of its own, so two sweeps over the same cells in different orders never
+    wait on each other."""
     metrics: dict[str, float] = {}
-    for cfg, typed in jobs:
-        cell_run = _open(cfg, typed, parent)
-        if isinstance(cell_run, dict):
-            metrics = cell_run
-        else:
-            opened.append(cell_run)
+    remaining = list(jobs)
+    while remaining:
+        opened, busy = [], []
+        for cfg, typed in remaining:
+            outcome = _open(cfg, typed, parent, wait=False)
+            if isinstance(outcome, _CellRun):
+                opened.append(outcome)
+            elif outcome is None:
+                busy.append((cfg, typed))
+            else:
+                metrics = outcome
+        if not opened and busy:  # nothing to do but wait: on one cell, holding nothing
+            outcome = _open(*busy.pop(0), parent, wait=True)
+            if isinstance(outcome, _CellRun):
+                opened.append(outcome)
+            elif outcome is not None:
+                metrics = outcome
+        metrics = _compute_all(opened) or metrics
+        remaining = busy
+    return metrics
+
+
+def _compute_all(opened: list[_CellRun]) -> dict[str, float]:
     splits: dict[tuple[str, str], list[_CellRun]] = {}
     for cell_run in opened:
         splits.setdefault((cell_run.reader_key, cell_run.identity.split), []).append(cell_run)
     pending = list(opened)
+    metrics: dict[str, float] = {}
     try:
         for group in splits.values():
             metrics = _compute(group)
@@ -139,9 +160,12 @@ def run_cells(jobs: list[tuple[DictConfig, dict[str, str]]], parent: str | None)
     return metrics
 
 
-def _open(cfg: DictConfig, typed: dict[str, str], parent: str | None) -> _CellRun | dict[str, float]:
+def _open(
+    cfg: DictConfig, typed: dict[str, str], parent: str | None, wait: bool
+) -> _CellRun | dict[str, float] | None:
     """A cell's run claimed and its parameters logged; or, when a finished run already holds the
-    cell (or another worker finished it while this one waited), that run's metrics."""
+    cell (or another worker finished it while this one waited), that run's metrics; or None when
+    another worker is computing it and ``wait`` is false."""
     try:
         cell, reader_cfg, names = build_cell(cfg, typed)
         identity = cell.identity(reader_identity(names["reader"], reader_cfg))
@@ -185,7 +209,11 @@ def _open(cfg: DictConfig, typed: dict[str, str], parent: str | None) -> _CellRu
         lambda extra: client.create_run(exp_id, run_name=name, tags={**tags, **extra}).info.run_id,
         leases.Timing.from_config(cfg),
         f"cell {name}",
+        wait,
     )
+    if lease.busy is not None:
+        log.info("%s is being computed by run %s; coming back to it", name, lease.busy.info.run_id)
+        return None
     if lease.finished is not None:  # another worker computed it meanwhile
         if parent:
             client.set_tag(parent, f"{tracking.REUSED}{identity.id}", lease.finished.info.run_id)
@@ -217,7 +245,10 @@ def _compute(group: list[_CellRun]) -> dict[str, float]:
     if any(t.sample > 0 for t in tracers):
         tracing.configure(tracking.tracking_uri(first.cfg), first.exp_id)
     progress = any(bool(c.cfg.progress) for c in group)
-    results = eng.run_cells([c.cell for c in group], reader, progress, [c.chash for c in group], tracers)
+    resume = not any(bool(c.cfg.force) for c in group)
+    results = eng.run_cells(
+        [c.cell for c in group], reader, progress, [c.chash for c in group], tracers, resume
+    )
     computed = eng.controls.computed - before
     metrics: dict[str, float] = {}
     for i, (cell_run, records, tracer) in enumerate(zip(group, results, tracers)):
@@ -225,6 +256,7 @@ def _compute(group: list[_CellRun]) -> dict[str, float]:
         metrics = cell_metrics(as_dicts(records))
         metrics["controls_computed"] = computed if i == 0 else 0  # the split's controls, counted once
         metrics["traced_sources"] = tracer.traced
+        metrics["resumed_sources"] = eng.resumed.pop(cell_run.identity.id, 0)
         decodes = eng.decodes.pop(cell_run.identity.id, {})
         metrics["decoded_batched"] = decodes.get("batched", 0)
         metrics["decoded_alone"] = sum(n for how, n in decodes.items() if how != "batched")

@@ -109,6 +109,7 @@ class Claim:
     finished: Any = None
     heartbeat: Heartbeat | None = None
     deleted_stale: int = 0
+    busy: Any = None  # with ``wait=False``: the live run of another worker that holds the cell
 
     def release(self) -> None:
         if self.heartbeat is not None:
@@ -121,10 +122,13 @@ def claim(
     create: Callable[[dict[str, str]], str],
     timing: Timing,
     what: str,
+    wait: bool = True,
 ) -> Claim:
     """Own the runs that ``runs()`` lists, or wait for whoever does; see the module docstring.
 
     ``create(tags)`` makes this worker's RUNNING run with the lease tags added and returns its id.
+    ``wait=False``: return at once with ``busy`` set when another worker holds it, so a worker
+    that holds claims of its own never waits on someone who may be waiting on it.
     """
     waited = False
     while True:
@@ -142,6 +146,8 @@ def claim(
             client.delete_run(run_id)  # our own claim: nobody else reads it as work
             if done is not None:
                 return Claim(finished=done)
+            if not wait:
+                return Claim(busy=winner)
             if not waited:
                 log.info(
                     "%s is being computed by %s (run %s); waiting", what, _owner(winner), winner.info.run_id

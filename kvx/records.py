@@ -181,6 +181,16 @@ class Record:
         self.status, self.reason = status, reason
         self.compressed, self.transition = None, None
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Record:
+        """The record a ``to_dict`` wrote (a cell's spooled records, read back on resume)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in names}
+        for side in ("full", "compressed"):
+            if values.get(side) is not None:
+                values[side] = Answer.from_dict(values[side])
+        return cls(**values)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"schema_version": self.schema_version}
         for f in dataclasses.fields(self):

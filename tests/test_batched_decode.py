@@ -184,16 +184,29 @@ def test_jobs_with_different_feeds_are_refused():
 
 
 def test_source_major_cells_equal_cells_run_one_at_a_time(tiny, tmp_path):
-    """Four cells (one query-aware, so its feed differs; one AdaKV, which decodes alone) source by
-    source give the records of the same cells run one after another, and hold no capture after."""
-    grid = [cell("snapkv", 0.25), cell("tova", 0.5), cell("adakv", 0.5), cell("knorm", 0.5, query_aware=True)]
+    """Four cells (one query-aware, so its feed differs; one AdaKV, which decodes alone; two with
+    diagnostics) source by source give the records of the same cells run one after another, and
+    hold no capture after."""
+
+    def diagnostics():
+        return [(n, registry("diagnostic").get(n)()) for n in ("coverage", "likelihood", "decoding")]
+
+    grid = [
+        cell("snapkv", 0.25, diagnostics=diagnostics()),
+        cell("tova", 0.5),
+        cell("adakv", 0.5, diagnostics=diagnostics()),  # its head masks must be in place for both
+        cell("knorm", 0.5, query_aware=True),
+    ]
     one = Engine(tmp_path / "one", 2**30)
     expected = [as_dicts(one.run_cell(c, tiny, progress=False)) for c in grid]
     together = Engine(tmp_path / "together", 2**30)
     got = [as_dicts(r) for r in together.run_cells(grid, tiny, progress=False)]
     for a, b in zip(expected, got):
         for x, y in zip(a, b):
-            x.pop("seconds"), y.pop("seconds")
+            for record in (x, y):  # timings differ; everything else must not
+                record.pop("seconds")
+                for result in (record.get("diagnostics") or {}).values():
+                    result.pop("seconds")
             assert x == y
     # the query-aware cell prefills context + question, its own capture: 2 per source either way
     assert together.prefills == one.prefills == 2 * N and together.controls.computed == N

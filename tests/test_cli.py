@@ -86,8 +86,9 @@ def test_design_card_sweep_logs_parent_cells_and_control_then_reuses_them(tmp_pa
     assert len(runs(tmp_path, "cell")) == 4  # nothing recomputed, nothing duplicated
 
 
-def test_interrupted_sweep_resumes_without_duplicates(tmp_path):
-    args = ["-m", "press=tova,knorm", "ratio=0.25,0.5", "reader=tiny", "n_sources=6"]
+def test_interrupted_grouped_sweep_resumes_without_duplicates(tmp_path):
+    """per_job=[ratio]: one job per press, killed once the first job's cells are finished."""
+    args = ["-m", "press=tova,knorm", "ratio=0.25,0.5", "reader=tiny", "n_sources=6", "per_job=[ratio]"]
     args += ["context_tokens=1500", "max_new_tokens=16", "progress=false"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "kvx", *args],
@@ -112,6 +113,40 @@ def test_interrupted_sweep_resumes_without_duplicates(tmp_path):
     assert len({r.data.tags["kvx.config_hash"] for r in cells}) == 4
     assert {r.info.run_id for r in finished_before} <= {r.info.run_id for r in cells}
     assert (resumed.stdout + resumed.stderr).count("skip ") == len(finished_before)
+
+
+def test_a_sweep_killed_mid_source_loop_resumes_at_the_sources_it_reached(tmp_path):
+    """The default sweep runs its cells source by source in one job: killed before any cell
+    finished, the rerun reuses every spooled source and computes only the rest."""
+    args = ["-m", "press=tova,knorm", "ratio=0.25,0.5", "reader=tiny", "n_sources=6"]
+    args += ["context_tokens=1500", "max_new_tokens=16", "progress=false"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvx", *args],
+        cwd=tmp_path,
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    partial = tmp_path / "outputs" / "partial"
+    deadline = time.time() + 300
+    while time.time() < deadline and not any(
+        len(p.read_text().splitlines()) >= 2 for p in partial.glob("*.jsonl")
+    ):
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert finished_cells(tmp_path / "outputs" / "mlflow.db") == 0
+    spooled = {p.name: len(p.read_text().splitlines()) for p in partial.glob("*.jsonl")}
+    assert len(spooled) == 4 and min(spooled.values()) >= 1
+
+    resumed = kvx(args, tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    cells = runs(tmp_path, "cell")
+    assert len(cells) == 4 and all(r.info.status == "FINISHED" for r in cells)
+    assert all(r.data.metrics["n_records"] == 6 for r in cells)
+    assert all(1 <= r.data.metrics["resumed_sources"] < 6 for r in cells)  # reused, not recomputed
+    assert not list(partial.glob("*.jsonl"))  # finished cells leave no spool behind
 
 
 def test_a_failing_job_marks_the_parent_failed(tmp_path):

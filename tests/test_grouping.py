@@ -6,7 +6,8 @@ import json
 
 from kvx.__main__ import conf_dir
 from kvx.callbacks import grid_id, planned_jobs
-from kvx.preflight import prepare
+from kvx.grouping import in_one_process
+from kvx.preflight import _parse, prepare
 
 
 def _cells(argv: list[str]) -> list[list[str]]:
@@ -37,11 +38,28 @@ def test_named_axes_and_their_fields_move_into_one_cells_override(tmp_path, monk
     assert planned_jobs(overrides) == 8  # 2 jobs x 4 cells: the plan counts cells
 
 
-def test_without_per_job_the_command_line_is_unchanged(tmp_path, monkeypatch):
+def test_without_per_job_the_basic_launcher_runs_the_whole_sweep_as_one_job(tmp_path, monkeypatch):
+    """Hydra's basic launcher runs every job in this process anyway: one job lets cells sharing a
+    split run source by source. The plan still counts cells."""
     monkeypatch.chdir(tmp_path)
-    argv = ["-m", "reader=tiny", "press=snapkv,tova"]
-    assert prepare(list(argv), conf_dir()) == argv
+    argv = prepare(["-m", "reader=tiny", "press=snapkv,tova", "ratio=0.25,0.5", "seed=1"], conf_dir())
+    assert [a for a in argv if not a.startswith("cells=")] == ["-m", "reader=tiny", "seed=1"]
+    assert _cells(argv) == [
+        ["press=snapkv", "ratio=0.25"],
+        ["press=snapkv", "ratio=0.5"],
+        ["press=tova", "ratio=0.25"],
+        ["press=tova", "ratio=0.5"],
+    ]
+    assert planned_jobs([a for a in argv if a != "-m"]) == 4
     assert planned_jobs(["press=snapkv,tova", "ratio=0.25,0.5"]) == 4
+
+
+def test_another_launcher_or_sweeper_or_a_single_job_keeps_the_command_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for extra in (["hydra/launcher=kvx_joblib"], ["hydra/sweeper=other"]):
+        argv = ["-m", "reader=tiny", "press=snapkv,tova", *extra]
+        assert not in_one_process(_parse(argv[1:]), conf_dir(), "config")
+    assert prepare(["-m", "reader=tiny", "press=snapkv"], conf_dir()) == ["-m", "reader=tiny", "press=snapkv"]
 
 
 def test_the_same_grid_typed_in_another_order_is_one_grid():

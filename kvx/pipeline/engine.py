@@ -23,7 +23,7 @@ from transformers import Cache
 from kvx.capture import CaptureCache
 from kvx.compressors import attention
 from kvx.compressors.base import Compressor, Setting
-from kvx.compressors.kvpress_adapter import clear_head_masks
+from kvx.compressors.kvpress_adapter import attention_layers, clear_head_masks
 from kvx.controls import ControlStore, control_key
 from kvx.diagnostics.base import Diagnostic
 from kvx.diagnostics.context import DiagnosticContext
@@ -31,7 +31,7 @@ from kvx.errors import ConfigError, Unsupported
 from kvx.generation import Generation, greedy_decode
 from kvx.identity import CellIdentity, SettingSpec, component, fields_of
 from kvx.lru import ByteLRU
-from kvx.pipeline.batched import DecodeJob, batchable, greedy_decode_batch
+from kvx.pipeline.batched import SAME_ATTENTION, DecodeJob, batchable, greedy_decode_batch
 from kvx.pipeline.compress import Caches, CompressedRun, compress
 from kvx.pipeline.decode import decode_compressed, decode_control
 from kvx.pipeline.diagnose import diagnose
@@ -40,6 +40,7 @@ from kvx.pipeline.evaluate import evaluate
 from kvx.pipeline.transform import Transformed, transform_source
 from kvx.readers.base import LoadedReader, Prompt
 from kvx.records import Answer, Record, validate
+from kvx.spool import Spool
 from kvx.tasks.base import Segment, Source, Task
 from kvx.tracing import Tracer, sampled
 from kvx.transforms.base import Transform
@@ -105,6 +106,8 @@ class Engine:
     def __init__(self, outputs_dir: Path, capture_cache_bytes: int, memo_bytes: int = 2**30) -> None:
         attention.register()
         self.controls = ControlStore(outputs_dir / "controls")
+        self.partial = outputs_dir / "partial"  # spooled records of cells in progress (kvx.spool)
+        self.resumed: Counter[str] = Counter()  # per cell id: records reused from its spool
         #: text-transform outputs, content-addressed: computed once per (row, transform config)
         self.artifacts = ControlStore(outputs_dir / "artifacts")
         self.caches = Caches(CaptureCache(capture_cache_bytes), ByteLRU(memo_bytes))
@@ -208,14 +211,21 @@ class Engine:
         progress: bool = True,
         config_hashes: list[str | None] | None = None,
         tracers: list[Tracer] | None = None,
+        resume: bool = True,
     ) -> list[list[Record]]:
         """Every cell's records, source by source: cells sharing a control split run together, so
         one source's prefill is in memory at a time, serves every cell, and the FullCache control and
         the compressed caches decode in one batch. Sampled (traced) sources run cell by cell, so
-        each trace keeps its own spans."""
+        each trace keeps its own spans. Each finished source is spooled (``kvx.spool``): a run
+        that was stopped resumes at the sources it reached (unless ``resume`` is false)."""
         hashes = config_hashes or [None] * len(cells)
         tracers = tracers or [Tracer() for _ in cells]
         plans = [self._plan(c, reader, h) for c, h in zip(cells, hashes)]
+        spools = [Spool(self.partial, p.identity.id, p.base["config_hash"]) for p in plans]
+        if not resume:
+            for spool in spools:
+                spool.remove()
+        spooled = [spool.load() for spool in spools]
         out: list[list[Record]] = [[] for _ in cells]
         groups: dict[str, list[int]] = {}
         for i, plan in enumerate(plans):
@@ -226,16 +236,25 @@ class Engine:
             first = cells[members[0]]
             label = first.label() if len(members) == 1 else f"{first.task_name}: {len(members)} cells"
             for source in tqdm(self.sources(first, reader), desc=label, disable=not progress, leave=False):
-                traced = [c for c in members if sampled(tracers[c].sample, source.id)]
-                if traced:
-                    done = {c: self._traced(cells[c], reader, plans[c], source, tracers[c]) for c in members}
-                else:
-                    done = dict(
-                        zip(members, self._batched([(cells[c], plans[c]) for c in members], reader, source))
+                done = {c: spooled[c].get(plans[c].key(cells[c], source)) for c in members}
+                todo = [c for c in members if done[c] is None]
+                if any(sampled(tracers[c].sample, source.id) for c in todo):
+                    done.update(
+                        {c: self._traced(cells[c], reader, plans[c], source, tracers[c]) for c in todo}
+                    )
+                elif todo:
+                    done.update(
+                        zip(todo, self._batched([(cells[c], plans[c]) for c in todo], reader, source))
                     )
                 for c in members:
-                    validate(done[c].to_dict())
+                    if c in todo:
+                        validate(done[c].to_dict())
+                        spools[c].add(done[c])
+                    else:
+                        self.resumed[plans[c].identity.id] += 1
                     out[c].append(done[c])
+        for spool in spools:
+            spool.remove()  # complete: the caller holds every record now
         return out
 
     def _plan(self, cell: Cell, reader: LoadedReader, config_hash: str | None) -> _Plan:
@@ -350,20 +369,19 @@ class Engine:
                 if job is not None:
                     jobs.append(job)
             if jobs:
-                self._control_and_decode(jobs, reader, source, prompt)
-            for job in jobs:
-                if job.ok and job.gen is not None:
-                    self._close(job, reader, job.gen)
+                for job in self._control_and_batch(jobs, reader, source, prompt):
+                    self._alone(job, reader)
         seconds = (time.perf_counter() - started) / len(records)
         for record in records:
             record.seconds = seconds  # the source's time, shared equally by its cells
         return records
 
-    def _control_and_decode(
+    def _control_and_batch(
         self, jobs: list[_Job], reader: LoadedReader, source: Source, prompt: Prompt
-    ) -> None:
-        """Compress every job, then decode the control (unless stored) and every batchable cache in
-        one batch; caches that cannot join decode alone right after their compression."""
+    ) -> list[_Job]:
+        """Compress the jobs that can join a batch, decode them with the control (unless stored)
+        in one batch and close them; return the jobs that must decode alone, each after the
+        batch with the model state its compression set (AdaKV's head masks) put back."""
         cell, split = jobs[0].cell, jobs[0].record.split
         key = control_key(split=split, prompt=prompt_hash(prompt), source=source.digest())
         stored = self.controls.get(key)
@@ -378,24 +396,28 @@ class Engine:
         except Exception as exc:
             for job in jobs:
                 job.record.fail("error", f"FullCache control: {type(exc).__name__}: {exc}")
-            return
+            return []
         model = reader.model
         together: list[_Job] = []
+        alone: list[_Job] = []
         for job in jobs:
+            impl = job.cell.compressor.attn_implementation
+            if impl not in SAME_ATTENTION:  # known before compressing: compressed when it decodes
+                self._count(job.record.cell["id"], f"alone: attention {impl} decodes alone")
+                alone.append(job)
+                continue
             clear_head_masks(model)
             self._compress(job, reader)
             if not job.ok:
                 continue
-            alone = batchable(job.cache, job.run.decode_impl, model)
-            self._count(job.record.cell["id"], f"alone: {alone}" if alone else "batched")
-            if alone is None:
+            why = batchable(job.cache, job.run.decode_impl, model)
+            self._count(job.record.cell["id"], f"alone: {why}" if why else "batched")
+            if why is None:
                 together.append(job)
-                continue
-            try:
-                job.gen = decode_compressed(reader, job.run, job.cache, job.cell.max_new_tokens)
-            except Exception as exc:
-                job.record.fail("error", f"{type(exc).__name__}: {exc}")
-            clear_head_masks(model)
+            else:
+                job.masks = [getattr(m, "masked_key_indices", None) for m in attention_layers(model)]
+                alone.append(job)
+        clear_head_masks(model)
         decodes = [control] if control is not None else []
         decodes += [DecodeJob(j.cache, j.run.feed, j.run.start, j.cell.max_new_tokens) for j in together]
         gens = self._decode_all(reader, decodes)
@@ -409,14 +431,36 @@ class Engine:
             except Exception as exc:
                 for job in jobs:
                     job.record.fail("error", f"FullCache control: {type(exc).__name__}: {exc}")
-                return
+                return []
+        for job in jobs:
+            job.record.full = full
         for job, gen in zip(together, gens):
             if isinstance(gen, Exception):
                 job.record.fail("error", f"{type(gen).__name__}: {gen}")
             else:
-                job.gen, job.run.first_logits = gen, gen.first_logits
-        for job in jobs:
-            job.record.full = full
+                job.run.first_logits = gen.first_logits
+                self._close(job, reader, gen)
+        return [job for job in alone if job.ok]
+
+    def _alone(self, job: _Job, reader: LoadedReader) -> None:
+        """Decode one job by itself and close it, its compression's model state in place."""
+        model = reader.model
+        if job.cache is None:
+            clear_head_masks(model)
+            self._compress(job, reader)
+        else:
+            for module, mask in zip(attention_layers(model), job.masks or []):
+                module.masked_key_indices = mask
+        try:
+            if job.ok:
+                try:
+                    gen = decode_compressed(reader, job.run, job.cache, job.cell.max_new_tokens)
+                except Exception as exc:  # recorded, counted, never scored as wrong
+                    job.record.fail("error", f"{type(exc).__name__}: {exc}")
+                    return
+                self._close(job, reader, gen)
+        finally:
+            clear_head_masks(model)
 
     def _decode_all(self, reader: LoadedReader, decodes: list[DecodeJob]) -> list[Generation | Exception]:
         """Batches of jobs sharing their feed; a batch that fails is retried job by job, so an
@@ -563,7 +607,7 @@ class _Job:
     transformed: Transformed | None
     cache: Cache | None = None
     run: CompressedRun | None = None
-    gen: Generation | None = None
+    masks: list | None = None  # AdaKV's per-head masks its compression set, for its own decode
 
     @property
     def ok(self) -> bool:

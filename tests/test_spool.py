@@ -1,0 +1,75 @@
+"""Spooled records: a source-major run that is stopped resumes at the sources it reached."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvx.pipeline.engine import Cell, Engine
+from kvx.records import as_dicts
+from kvx.registry import registry
+from kvx.spool import Spool
+from kvx.tasks.ruler import NiahSingle
+
+N = 3
+
+
+def cell(name: str) -> Cell:
+    comp = registry("compressor").get(name)()
+    return Cell("ruler_niah_single", NiahSingle(), "tiny", name, comp, 0.5, 0, N, 400, 4)
+
+
+def stopped_after(monkeypatch, sources: int) -> None:
+    """Make ``Engine._batched`` raise Ctrl-C once ``sources`` sources are done."""
+    original, seen = Engine._batched, []
+
+    def batched(self, members, reader, source):
+        if len(seen) == sources:
+            raise KeyboardInterrupt
+        seen.append(source.id)
+        return original(self, members, reader, source)
+
+    monkeypatch.setattr(Engine, "_batched", batched)
+
+
+def without_seconds(records):
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in as_dicts(records)]
+
+
+def test_a_stopped_run_resumes_at_the_sources_it_reached(tiny, tmp_path, monkeypatch):
+    grid = [cell("snapkv"), cell("tova")]
+    stopped_after(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        Engine(tmp_path / "out", 2**30).run_cells(grid, tiny, progress=False)
+    monkeypatch.undo()
+    assert len(list((tmp_path / "out" / "partial").glob("*.jsonl"))) == 2  # one spool per open cell
+
+    again = Engine(tmp_path / "out", 2**30)
+    got = again.run_cells(grid, tiny, progress=False)
+    ids = [c.identity(tiny.identity).id for c in grid]
+    assert again.resumed == {ids[0]: 2, ids[1]: 2}
+    assert again.prefills == 1  # only the source the first run did not reach
+    fresh = Engine(tmp_path / "fresh", 2**30).run_cells(grid, tiny, progress=False)
+    assert [without_seconds(r) for r in got] == [without_seconds(r) for r in fresh]
+    assert not list((tmp_path / "out" / "partial").glob("*"))  # complete: spools removed
+
+
+def test_error_records_and_torn_lines_are_not_reused_and_resume_false_starts_over(tiny, tmp_path):
+    c = cell("tova")
+    engine = Engine(tmp_path, 2**30)
+    records = engine.run_cell(c, tiny, progress=False)
+    identity = c.identity(tiny.identity).id
+    spool = Spool(engine.partial, identity, identity)
+    broken = records[1].to_dict() | {"status": "error", "reason": "transient", "compressed": None}
+    spool.add(records[0])
+    spool.path.write_text(spool.path.read_text() + json.dumps(broken) + "\n" + '{"key": "torn')
+    assert list(spool.load()) == [records[0].key]
+
+    again = Engine(tmp_path, 2**30)
+    again.run_cell(c, tiny, progress=False)
+    assert again.resumed[identity] == 1
+    spool.add(records[0])
+    over = Engine(tmp_path, 2**30)
+    over.run_cells([c], tiny, progress=False, resume=False)
+    assert over.resumed[identity] == 0 and not spool.path.exists()
