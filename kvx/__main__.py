@@ -29,6 +29,9 @@ def conf_dir() -> str:
 
 @hydra.main(version_base="1.3", config_path=conf_dir(), config_name="config")
 def _hydra_main(cfg: DictConfig) -> dict[str, float]:
+    from kvx import lean_imports
+
+    lean_imports.install()  # before kvx.app imports transformers: hqq and sklearn load only if used
     from kvx.app import run
 
     return run(cfg)

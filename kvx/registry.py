@@ -119,15 +119,21 @@ def _dist_of(ep: EntryPoint) -> tuple[str, str]:
     dist = getattr(ep, "dist", None)
     if dist is None:
         return "unknown", "unknown"
-    return dist.metadata["Name"], dist.version
+    metadata = dist.metadata  # parsed on each access
+    return metadata["Name"], metadata["Version"]
 
 
 def _discover(kind: str, group: str) -> Registry:
     builtins_only = os.environ.get(DISABLE_ENV, "").lower() in {"1", "true", "yes"}
     reg = Registry(kind=kind, group=group)
     seen: set[tuple[str, str]] = set()
+    # one metadata parse per distribution, not two per entry point (~1.5 ms each: kvx has 60+)
+    dists: dict[int, tuple[str, str]] = {}
     for ep in entry_points(group=group):
-        dist, version = _dist_of(ep)
+        key = id(getattr(ep, "dist", None))
+        if key not in dists:
+            dists[key] = _dist_of(ep)
+        dist, version = dists[key]
         if builtins_only and dist != BUILTIN_DIST:
             continue
         if (dist, ep.name) in seen:  # the same distribution visible twice on sys.path

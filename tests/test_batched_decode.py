@@ -21,7 +21,7 @@ from kvx.registry import registry
 from kvx.tasks.ruler import NiahSingle
 
 N = 3
-TOKENS = 8
+TOKENS = 6
 
 
 def cell(name: str, ratio: float = 0.5, **kw) -> Cell:
@@ -63,7 +63,7 @@ def caches(tiny, tmp_path_factory):
     with torch.inference_mode():
         for name in fast_path_names():
             comp = registry("compressor").get(name)()
-            for ratio in (0.25, 0.5):
+            for ratio in (0.25,):
                 try:
                     _, run = compress(engine.caches, tiny, comp, ratio, prompt, False)
                 except Exception:  # a setting the tiny model cannot take (HQQ group sizes)
@@ -85,7 +85,7 @@ def _job(run):
 
 def test_every_batchable_fast_path_press_decodes_token_identical_to_alone(tiny, caches):
     entries, refused = caches
-    assert len(entries) >= 20  # full + ~12 presses x 2 ratios
+    assert len(entries) >= 12  # full + every batchable fast-path press
     assert {"adakv", "hqq"} <= refused.keys() or "adakv" in refused
     with torch.inference_mode():
         expected = [alone(tiny, make(), impl) for _, make, impl in entries]

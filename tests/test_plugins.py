@@ -279,3 +279,29 @@ def test_bad_value_fails_before_a_run(args: list[str], pattern: str, tmp_path: P
     assert re.search(pattern, done.stderr), done.stderr
     assert "Traceback" not in done.stderr, done.stderr
     assert not _cell_runs(outputs / "mlflow.db")
+
+
+#: frameworks a plugin listing must not import: each costs a second or more (torch ~2 s, its
+#: transformers/kvpress stack ~10 s)
+FRAMEWORKS = ("torch", "transformers", "kvpress", "lightning", "sklearn", "hqq", "mlflow", "datasets")
+
+
+def test_loading_every_builtin_entry_point_imports_no_framework() -> None:
+    """``python -m kvx.plugins`` and ``--help`` load every built-in: a module-level framework import
+    in any of them (a diagnostic's ``import torch``) costs every listing its whole import time.
+    A fresh process, so what this test process has imported does not matter."""
+    probe = (
+        "import sys\n"
+        "from kvx.registry import BUILTIN_DIST, GROUPS, registry\n"
+        "loaded = 0\n"
+        "for kind in GROUPS:\n"
+        "    for entry in registry(kind).entries:\n"
+        "        if entry.dist == BUILTIN_DIST:\n"
+        "            entry.load()\n"
+        "            loaded += 1\n"
+        f"print(loaded, [m for m in {FRAMEWORKS!r} if m in sys.modules])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    count, imported = done.stdout.strip().split(" ", 1)
+    assert int(count) >= 60, done.stdout  # every group was discovered and loaded
+    assert imported == "[]", f"loading the built-in plugins imported {imported}"

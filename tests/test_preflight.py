@@ -26,6 +26,24 @@ def test_registering_every_builtin_imports_no_framework() -> None:
     assert done.stdout.strip() == "[]", done.stdout
 
 
+def test_hydra_repository_copies_read_the_live_config_store() -> None:
+    """kvx.config makes Hydra's per-compose repository copy share the ConfigStore (``--help`` made
+    75 copies of every stored node); a node stored after the copy is still found through it."""
+    from hydra._internal.config_repository import CachingConfigRepository, ConfigRepository
+    from hydra._internal.utils import create_config_search_path
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.object_type import ObjectType
+
+    import kvx.config  # noqa: F401 - applies share_config_store()
+
+    repo = ConfigRepository(create_config_search_path(None))
+    cached = CachingConfigRepository(repo)
+    assert cached.delegate is not repo and cached.delegate.sources is not repo.sources
+    assert cached.delegate.get_schema_source().store is ConfigStore.instance()
+    ConfigStore.instance().store(group="kvx_test_late", name="node", node={"a": 1})
+    assert cached.get_group_options("kvx_test_late", ObjectType.CONFIG) == ["node"]
+
+
 @pytest.mark.parametrize(
     "uri",
     [

@@ -8,10 +8,12 @@ only makes the cache diagnostics of that source not applicable.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from transformers import PreTrainedTokenizerBase
+if TYPE_CHECKING:  # kept off the import path: loading a plugin must not import transformers
+    from transformers import PreTrainedTokenizerBase
 
-from kvx.readers.base import Prompt
+    from kvx.readers.base import Prompt
 
 
 @dataclass

@@ -10,29 +10,35 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-import torch
-from transformers import Cache, PreTrainedModel
-
-from kvx.compressors import attention
 from kvx.compressors.base import RetainedMap
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
 from kvx.diagnostics.context import DiagnosticContext
 from kvx.readers.base import attn_implementation
 
+if TYPE_CHECKING:  # torch, transformers and kvpress are imported where used, not when the plugin loads
+    import torch
+    from transformers import Cache, PreTrainedModel
 
-@torch.inference_mode()
+
 def replay_weights(
     model: PreTrainedModel, cache: Cache, feed: torch.Tensor, reference: torch.Tensor, start: int
 ) -> list[torch.Tensor]:
     """Per layer, (query heads, answer steps, keys) attention weights of the answer steps."""
-    inputs = torch.cat([feed, reference[:, :-1]], dim=1)
-    positions = torch.arange(start, start + inputs.shape[1], device=inputs.device).unsqueeze(0)
-    with attn_implementation(model, attention.EAGER):
-        out = model(input_ids=inputs, past_key_values=cache, position_ids=positions, output_attentions=True)
-    steps = reference.shape[1]
-    return [w[0, :, -steps:, :].float() for w in out.attentions]
+    import torch
+
+    from kvx.compressors import attention
+
+    with torch.inference_mode():
+        inputs = torch.cat([feed, reference[:, :-1]], dim=1)
+        positions = torch.arange(start, start + inputs.shape[1], device=inputs.device).unsqueeze(0)
+        with attn_implementation(model, attention.EAGER):
+            out = model(
+                input_ids=inputs, past_key_values=cache, position_ids=positions, output_attentions=True
+            )
+        steps = reference.shape[1]
+        return [w[0, :, -steps:, :].float() for w in out.attentions]
 
 
 def evidence_mass(
@@ -40,6 +46,8 @@ def evidence_mass(
 ) -> torch.Tensor:
     """(layers, query heads, steps) attention mass on evidence; cache rows map to positions by
     ``rows`` (per layer, kv_heads x compressed rows); rows after them (question, answer) are not evidence."""
+    import torch
+
     masses = []
     for w, r, length in zip(weights, rows, lengths):
         groups = w.shape[0] // r.shape[0]

@@ -8,12 +8,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from kvx.compressors.kvpress_adapter import clear_head_masks
 from kvx.diagnostics.alignment import Alignment, align_evidence
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # torch/transformers load with the model, not with the diagnostic plugins
+    import torch
     from transformers import Cache
 
     from kvx.pipeline.compress import CompressedRun
@@ -40,6 +39,8 @@ class DiagnosticContext:
 
     def evidence_mask(self) -> torch.Tensor:
         """(prefill positions,) True at aligned evidence tokens; only call when aligned."""
+        import torch
+
         mask = torch.zeros(self.run.prefill_ids.shape[1], dtype=torch.bool)
         mask[sorted(set().union(*self.alignment.spans))] = True
         return mask

@@ -9,9 +9,10 @@ dropped it (a cross-slot union would report artificial perfect coverage).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
-import torch
+if TYPE_CHECKING:  # imported where used: loading the coverage plugin must not import torch
+    import torch
 
 __all__ = ["CoverageValues", "segment_retention", "slot_coverage"]
 
@@ -43,6 +44,8 @@ def _check_spans(spans: Sequence[Iterable[int]]) -> list[set[int]]:
 
 def _from_mask(retained: torch.Tensor, spans: list[set[int]], tau: float) -> tuple[float, float]:
     """Vectorized path: ``retained`` is a bool (n_slots, n_positions) mask, True = retained."""
+    import torch
+
     if retained.dtype != torch.bool or retained.dim() != 2:
         raise ValueError(
             f"retained mask must be a 2-D bool tensor (n_slots, n_positions), "
@@ -97,6 +100,8 @@ def slot_coverage(
     sets. Raises ``ValueError`` on no slots, no spans, an empty span, or (mask form) an
     evidence position outside the map.
     """
+    import torch
+
     checked = _check_spans(spans)
     if isinstance(retained, torch.Tensor):
         err, ecov = _from_mask(retained, checked, tau)

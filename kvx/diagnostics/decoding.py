@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
 from kvx.diagnostics.context import DiagnosticContext
-from kvx.generation import eos_ids
 
 
 @dataclass
@@ -14,6 +13,8 @@ class Decoding(Diagnostic):
     """Always measurable for a supported record; gold ranks only when likelihood ran first."""
 
     def measure(self, context: DiagnosticContext) -> DiagnosticResult:
+        from kvx.generation import eos_ids  # imports torch: only once a model runs
+
         eos = set(eos_ids(context.reader.model))
         values = {}
         for side in ("full", "compressed"):

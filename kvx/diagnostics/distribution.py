@@ -9,9 +9,10 @@ or a positive rank shift records paired drift, not its cause.
 from __future__ import annotations
 
 import math
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
-import torch
+if TYPE_CHECKING:  # imported where used: loading the likelihood plugin must not import torch
+    import torch
 
 __all__ = ["DEFAULT_EPS", "DistributionValues", "distribution_metrics", "gold_ranks"]
 
@@ -44,12 +45,16 @@ def gold_ranks(logits: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
     Rank 1 is the argmax; a gold token tied with others gets the best (smallest) tied rank.
     Raw logits are compared (cast to float64, which is exact), not renormalized probabilities.
     """
+    import torch
+
     x = logits.to(torch.float64)
     g = x.gather(1, gold.view(-1, 1))
     return 1 + (x > g).sum(dim=1)
 
 
 def _check(full: torch.Tensor, comp: torch.Tensor, gold: torch.Tensor, k: int) -> None:
+    import torch
+
     if full.dim() != 2 or full.shape != comp.shape:
         raise ValueError(
             f"logits must both be (T, V) with equal shapes, got {tuple(full.shape)} and {tuple(comp.shape)}"
@@ -85,6 +90,8 @@ def distribution_metrics(
     - gold ranks per :func:`gold_ranks`; ``*_first`` is t = 0, ``*_mean`` averages over t, and
       shifts are compressed minus full (positive = gold token pushed down).
     """
+    import torch
+
     _check(full_logits, comp_logits, gold, k)
     gold = gold.to(full_logits.device)
     lf = torch.log_softmax(full_logits.to(torch.float64), dim=-1)

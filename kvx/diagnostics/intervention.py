@@ -12,19 +12,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-
-from kvx.compressors import attention
 from kvx.compressors.kvpress_adapter import attention_layers
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
 from kvx.diagnostics.context import DiagnosticContext
-from kvx.generation import greedy_decode
 from kvx.readers.base import attn_implementation
+
+if TYPE_CHECKING:  # torch, transformers and kvpress are imported where used, not when the plugin loads
+    import torch
 
 
 def sham_rows(is_evidence: torch.Tensor) -> torch.Tensor:
     """Per head, as many non-evidence rows as evidence rows, evenly spread (deterministic)."""
+    import torch
+
     sham = torch.zeros_like(is_evidence)
     for head in range(is_evidence.shape[0]):
         count = int(is_evidence[head].sum())
@@ -93,6 +95,11 @@ class Intervention(Diagnostic):
         return DiagnosticResult(retained.status, values)  # type: ignore[arg-type]
 
     def _decode(self, context: DiagnosticContext, masks: list[torch.Tensor] | None):
+        import torch
+
+        from kvx.compressors import attention
+        from kvx.generation import greedy_decode
+
         run, model = context.run, context.reader.model
         cache = run.fresh_cache()
         modules = attention_layers(model)

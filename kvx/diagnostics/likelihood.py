@@ -10,22 +10,25 @@ cell. The context is never prefilled again.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
-
-import torch
-from transformers import Cache, PreTrainedModel
+from typing import TYPE_CHECKING, ClassVar
 
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
 from kvx.diagnostics.context import DiagnosticContext
 from kvx.diagnostics.distribution import distribution_metrics
 from kvx.readers.base import attn_implementation
 
+if TYPE_CHECKING:  # torch and transformers are imported where used, not when the plugin loads
+    import torch
+    from transformers import Cache, PreTrainedModel
 
-@torch.inference_mode()
+
 def feed(model: PreTrainedModel, cache: Cache, ids: torch.Tensor, start: int, keep: int) -> torch.Tensor:
-    positions = torch.arange(start, start + ids.shape[1], device=ids.device).unsqueeze(0)
-    out = model(input_ids=ids, past_key_values=cache, position_ids=positions, logits_to_keep=keep)
-    return out.logits[0].float()
+    import torch
+
+    with torch.inference_mode():
+        positions = torch.arange(start, start + ids.shape[1], device=ids.device).unsqueeze(0)
+        out = model(input_ids=ids, past_key_values=cache, position_ids=positions, logits_to_keep=keep)
+        return out.logits[0].float()
 
 
 def reference_logits(
@@ -33,6 +36,8 @@ def reference_logits(
 ) -> torch.Tensor:
     """(T, vocab) logits predicting each reference token; ``cache`` already holds the question,
     ``first`` are the logits after its last token and ``start`` the next position."""
+    import torch
+
     rows = [first.float().view(1, -1)]
     if reference.shape[1] > 1:
         rows.append(feed(model, cache, reference[:, :-1], start, reference.shape[1] - 1))

@@ -1,8 +1,9 @@
 """Reader interface and the per-process model cache.
 
 A reader is a dataclass (fields = the ``reader.<field>`` Hydra node) that loads a model and its
-tokenizer. Device and precision go through Lightning Fabric, one device per job; parallel GPUs
-come from a Hydra launcher running several jobs.
+tokenizer. Device and precision go through Lightning Fabric, one device per job (except on the CPU
+in 32-true, where Fabric would do nothing); parallel GPUs come from a Hydra launcher running
+several jobs.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -192,6 +194,15 @@ def make_fabric(accelerator: str, precision: str) -> Any:
     return Fabric(accelerator=accelerator, devices=1, precision=precision)
 
 
+def fabric_is_a_no_op(accelerator: str, precision: str) -> bool:
+    """Whether Fabric would only wrap the module: on the CPU in 32-true it converts nothing (its
+    ``Precision()`` plugin), moves to the CPU, and its ``autocast()`` is a null context. Importing
+    Lightning costs ~2 s, so that case skips it. ``LT_*`` environment variables (Lightning's CLI
+    overrides of these arguments) keep Fabric, which reads them."""
+    lightning_env = any(key.startswith("LT_") for key in os.environ)
+    return accelerator == "cpu" and precision == "32-true" and not lightning_env
+
+
 _LOADED: dict[str, LoadedReader] = {}
 
 
@@ -211,8 +222,12 @@ def build_reader(name: str, reader: Reader) -> LoadedReader:
 
     hf_logging.disable_progress_bar()  # weight-loading bars would drown the sweep's own
     model, tokenizer, revision = reader.load_model()
-    fabric = make_fabric(reader.accelerator, reader.precision)
-    model = fabric.setup_module(model).module  # moves and converts in place
+    if fabric_is_a_no_op(reader.accelerator, reader.precision):
+        fabric = None  # LoadedReader.autocast() is then a null context, as Fabric's would be
+        model = model.to("cpu")  # all that setup_module would do
+    else:
+        fabric = make_fabric(reader.accelerator, reader.precision)
+        model = fabric.setup_module(model).module  # moves and converts in place
     model.eval()
     identity = reader_identity(name, reader)
     label = reader.label(name)
