@@ -246,9 +246,9 @@ def _compute(group: list[_CellRun]) -> dict[str, float]:
         tracing.configure(tracking.tracking_uri(first.cfg), first.exp_id)
     progress = any(bool(c.cfg.progress) for c in group)
     resume = not any(bool(c.cfg.force) for c in group)
-    results = eng.run_cells(
-        [c.cell for c in group], reader, progress, [c.chash for c in group], tracers, resume
-    )
+    cells, hashes = [c.cell for c in group], [c.chash for c in group]
+    # every cell of this split is here: a source's capture is not needed once it is done
+    results = eng.run_cells(cells, reader, progress, hashes, tracers, resume, release=True)
     computed = eng.controls.computed - before
     metrics: dict[str, float] = {}
     for i, (cell_run, records, tracer) in enumerate(zip(group, results, tracers)):

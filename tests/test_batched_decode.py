@@ -211,6 +211,7 @@ def test_source_major_cells_equal_cells_run_one_at_a_time(tiny, tmp_path):
     # the query-aware cell prefills context + question, its own capture: 2 per source either way
     assert together.prefills == one.prefills == 2 * N and together.controls.computed == N
     assert len(together.caches.captures) == 0  # each source's capture left memory with it
+    assert len(together.caches.shared) <= len(grid)  # compressed contexts: the last source's only
     ids = [c.identity(tiny.identity).id for c in grid]
     assert together.decodes[ids[0]] == {"batched": N}
     assert together.decodes[ids[2]] == {"alone: per-head masks (AdaKV) decode alone": N}

@@ -51,6 +51,8 @@ class Caches:
     compressions: int = 0  # compressor runs actually done (fast or hook path)
     #: captures of the source in progress, kept whatever the LRU's budget (``holding``)
     held: dict[tuple[str, str], Capture] | None = None
+    #: shared compressed contexts the source in progress built or reused (``holding``)
+    held_shared: set[tuple[str, str, str, float]] = field(default_factory=set)
 
     def capture(self, reader: LoadedReader, ids: torch.Tensor, digest: str | None = None) -> Capture:
         """The captured full prefill of ``ids`` on this reader (keyed by reader identity too: two
@@ -70,15 +72,19 @@ class Caches:
     def holding(self, release: bool) -> Iterator[None]:
         """One source's captures, kept for every cell of it whatever the LRU's budget. ``release``
         (a source-major run over all of a split's cells): they then leave memory, so one source's
-        prefill is held at a time instead of a sweep's worth; otherwise the LRU keeps them for
-        cells run later, one at a time."""
+        prefill is held at a time instead of a sweep's worth, and of the shared compressed
+        contexts only those this source built or reused stay (the next source may share its
+        context); otherwise the LRU keeps captures for cells run later, one at a time."""
         self.held = {}
+        self.held_shared = set()
         try:
             yield
         finally:
-            if release:
+            if release:  # and compressed contexts only this source could use again
                 for key in self.held:
                     self.captures.pop(key)
+                for key in [k for k in self.shared if k not in self.held_shared]:
+                    del self.shared[key]
             self.held = None
 
 
@@ -122,6 +128,8 @@ class CompressedRun:
         comp, model, ratio = self.compressor, self.reader.model, self.ratio
         key, shared_contexts = self.shared_key, self.caches.shared
         shared = shared_contexts.get(key) if key else None
+        if key is not None:
+            self.caches.held_shared.add(key)
         if shared is not None:
             shared_contexts.move_to_end(key)
             cache = DynamicCache()

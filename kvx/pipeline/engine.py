@@ -212,12 +212,16 @@ class Engine:
         config_hashes: list[str | None] | None = None,
         tracers: list[Tracer] | None = None,
         resume: bool = True,
+        release: bool | None = None,
     ) -> list[list[Record]]:
         """Every cell's records, source by source: cells sharing a control split run together, so
         one source's prefill is in memory at a time, serves every cell, and the FullCache control and
         the compressed caches decode in one batch. Sampled (traced) sources run cell by cell, so
         each trace keeps its own spans. Each finished source is spooled (``kvx.spool``): a run
-        that was stopped resumes at the sources it reached (unless ``resume`` is false)."""
+        that was stopped resumes at the sources it reached (unless ``resume`` is false).
+        ``release`` (default: with more than one cell) drops each source's capture once it is
+        done instead of keeping it in the LRU for cells a caller runs later."""
+        release = len(cells) > 1 if release is None else release
         hashes = config_hashes or [None] * len(cells)
         tracers = tracers or [Tracer() for _ in cells]
         plans = [self._plan(c, reader, h) for c, h in zip(cells, hashes)]
@@ -244,7 +248,9 @@ class Engine:
                     )
                 elif todo:
                     done.update(
-                        zip(todo, self._batched([(cells[c], plans[c]) for c in todo], reader, source))
+                        zip(
+                            todo, self._batched([(cells[c], plans[c]) for c in todo], reader, source, release)
+                        )
                     )
                 for c in members:
                     if c in todo:
@@ -352,12 +358,12 @@ class Engine:
         return job.record
 
     def _batched(
-        self, members: list[tuple[Cell, _Plan]], reader: LoadedReader, source: Source
+        self, members: list[tuple[Cell, _Plan]], reader: LoadedReader, source: Source, release: bool
     ) -> list[Record]:
         """One source for several cells of a split: one encode, one capture, and the FullCache
         control and compressed caches decoded together (``kvx.pipeline.batched``)."""
         started = time.perf_counter()
-        with reader.autocast(), self.caches.holding(release=len(members) > 1):
+        with reader.autocast(), self.caches.holding(release):
             prompt = encode(reader, source)
             records: list[Record] = []
             jobs: list[_Job] = []
