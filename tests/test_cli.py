@@ -37,6 +37,18 @@ def kvx(args: list[str], cwd: Path, **kw) -> subprocess.CompletedProcess:
     )
 
 
+def started(args: list[str], cwd: Path) -> subprocess.Popen:
+    """A sweep in the background, in its own process group (so kill -9 takes its workers too)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "kvx", *args],
+        cwd=cwd,
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
 def client(cwd: Path) -> tuple[MlflowClient, str]:
     c = MlflowClient(tracking_uri=f"sqlite:///{cwd / 'outputs' / 'mlflow.db'}")
     return c, c.get_experiment_by_name("kvx").experiment_id
@@ -90,14 +102,7 @@ def test_interrupted_grouped_sweep_resumes_without_duplicates(tmp_path):
     """per_job=[ratio]: one job per press, killed once the first job's cells are finished."""
     args = ["-m", "press=tova,knorm", "ratio=0.25,0.5", "reader=tiny", "n_sources=6", "per_job=[ratio]"]
     args += ["context_tokens=1500", "max_new_tokens=16", "progress=false"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kvx", *args],
-        cwd=tmp_path,
-        env=env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    proc = started(args, tmp_path)
     deadline = time.time() + 300
     while time.time() < deadline and finished_cells(tmp_path / "outputs" / "mlflow.db") == 0:
         time.sleep(0.5)
@@ -120,14 +125,7 @@ def test_a_sweep_killed_mid_source_loop_resumes_at_the_sources_it_reached(tmp_pa
     finished, the rerun reuses every spooled source and computes only the rest."""
     args = ["-m", "press=tova,knorm", "ratio=0.25,0.5", "reader=tiny", "n_sources=6"]
     args += ["context_tokens=1500", "max_new_tokens=16", "progress=false"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kvx", *args],
-        cwd=tmp_path,
-        env=env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    proc = started(args, tmp_path)
     partial = tmp_path / "outputs" / "partial"
     deadline = time.time() + 300
     while time.time() < deadline and not any(
