@@ -123,14 +123,19 @@ def run_cells(jobs: list[tuple[DictConfig, dict[str, str]]], parent: str | None)
     remaining = list(jobs)
     while remaining:
         opened, busy = [], []
-        for cfg, typed in remaining:
-            outcome = _open(cfg, typed, parent, wait=False)
-            if isinstance(outcome, _CellRun):
-                opened.append(outcome)
-            elif outcome is None:
-                busy.append((cfg, typed))
-            else:
-                metrics = outcome
+        try:
+            for cfg, typed in remaining:
+                outcome = _open(cfg, typed, parent, wait=False)
+                if isinstance(outcome, _CellRun):
+                    opened.append(outcome)
+                elif outcome is None:
+                    busy.append((cfg, typed))
+                else:
+                    metrics = outcome
+        except BaseException as exc:  # Ctrl-C or a bad cell while claiming: free what is claimed
+            for cell_run in opened:
+                cell_run.abandon(exc, report=False)
+            raise
         if not opened and busy:  # nothing to do but wait: on one cell, holding nothing
             outcome = _open(*busy.pop(0), parent, wait=True)
             if isinstance(outcome, _CellRun):
@@ -155,7 +160,9 @@ def _compute_all(opened: list[_CellRun]) -> dict[str, float]:
                 pending.remove(cell_run)
     except BaseException as exc:
         for cell_run in pending:
-            cell_run.abandon(exc)
+            cell_run.abandon(exc, report=False)
+        if pending:
+            pending[0].report(exc)
         raise
     return metrics
 
@@ -316,15 +323,20 @@ class _CellRun:
         if kept != run_id and self.parent:  # another worker finished it first: this sweep counts that run
             client.set_tag(self.parent, f"{tracking.REUSED}{self.identity.id}", kept)
 
-    def abandon(self, exc: BaseException) -> None:
-        """End the run as what stopped it, release the lease; a config error or a full disk
-        becomes one ``kvx:`` line and an exit status (the caller re-raises anything else)."""
+    def abandon(self, exc: BaseException, report: bool = True) -> None:
+        """End the run as what stopped it, release the lease; with ``report``, a config error or
+        a full disk becomes one ``kvx:`` line and an exit status (the caller re-raises anything else)."""
         client, run_id = self.client, self.lease.run_id
         status = "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
         try:
             client.set_terminated(run_id, status)
         finally:
             self.lease.release()
+        if report:
+            self.report(exc)
+
+    def report(self, exc: BaseException) -> None:
+        """A config error or a full disk: one ``kvx:`` line and an exit status."""
         if isinstance(exc, ConfigError):
             print(f"kvx: {exc}", file=sys.stderr)
             sys.exit(2)
