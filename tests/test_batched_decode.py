@@ -215,3 +215,21 @@ def test_source_major_cells_equal_cells_run_one_at_a_time(tiny, tmp_path):
     ids = [c.identity(tiny.identity).id for c in grid]
     assert together.decodes[ids[0]] == {"batched": N}
     assert together.decodes[ids[2]] == {"alone: per-head masks (AdaKV) decode alone": N}
+
+
+def test_a_batch_that_fails_leaves_every_cache_as_it_found_it(tiny, caches, monkeypatch):
+    """The engine then decodes each job alone, on the caches compression left."""
+    entries, _ = caches
+    with torch.inference_mode():
+        expected = [alone(tiny, make(), impl) for _, make, impl in entries[:3]]
+        jobs = [make() for _, make, _ in entries[:3]]
+
+        def broken(self, hidden):
+            raise RuntimeError("out of memory")
+
+        monkeypatch.setattr(batched._Head, "argmax", broken)  # fails at step 2, caches already fed
+        with pytest.raises(RuntimeError, match="out of memory"):
+            greedy_decode_batch(tiny.model, tiny.tokenizer, jobs)
+        again = [alone(tiny, job, impl) for job, (_, _, impl) in zip(jobs, entries[:3])]
+    for a, b in zip(expected, again):
+        assert same(a, b)

@@ -20,6 +20,7 @@ quantized caches) or need another attention implementation are not batched (``ba
 from __future__ import annotations
 
 import types
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ NAME = "kvx_rows"
 #: attention implementations whose unbatched decode the per-row attention reproduces exactly
 SAME_ATTENTION = (None, "sdpa", attention.NAME)
 _UNIT_ROUNDOFF = 2.0**-24  # float32
+#: id(head weight) -> (the weight, its largest row norm); tensors compare elementwise (no WeakKeyDictionary)
+_ROW_NORM: dict[int, tuple[weakref.ref, float]] = {}
 
 
 @dataclass
@@ -156,10 +159,15 @@ class _Head:
     """The LM head's argmax per row: batched, and recomputed alone where rounding could flip it."""
 
     def __init__(self, model: PreTrainedModel) -> None:
-        self.weight = model.get_output_embeddings().weight.detach()
+        weight = model.get_output_embeddings().weight
+        self.weight = weight.detach()
         k = self.weight.shape[1]
         gamma = k * _UNIT_ROUNDOFF / (1 - k * _UNIT_ROUNDOFF)  # one dot product's relative error bound
-        self.tolerance = 2 * gamma * float(self.weight.norm(dim=1).max())
+        # the largest row norm reads the whole head (113 MB on SmolLM2): once per weight, not per source
+        cached = _ROW_NORM.get(id(weight))
+        if cached is None or cached[0]() is not weight:
+            cached = _ROW_NORM[id(weight)] = (weakref.ref(weight), float(self.weight.norm(dim=1).max()))
+        self.tolerance = 2 * gamma * cached[1]
         self.recomputed = 0
 
     def logits_alone(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -197,31 +205,42 @@ def greedy_decode_batch(
     positions = torch.tensor([[j.start + i for i in range(feed.shape[1])] for j in jobs], device=device)
     ids = feed.expand(n, -1)
     step = 0
-    with _rows(model):
-        while active:
-            caches = _RowCache([jobs[b].cache for b in active])
-            out = model.model(input_ids=ids, past_key_values=caches, position_ids=positions, use_cache=True)
-            hidden = out.last_hidden_state[:, -1:]
-            if step == 0:  # the first logits are kept (diagnostics read them): computed alone, exactly
-                logits = head.logits_alone(hidden)
+    # each layer's state as it was (references: decoding replaces tensors, it does not write into
+    # them), so a batch that fails leaves every cache as it found it for decoding one by one
+    saved = [[dict(vars(layer)) for layer in j.cache.layers] for j in jobs]
+    try:
+        with _rows(model):
+            while active:
+                caches = _RowCache([jobs[b].cache for b in active])
+                out = model.model(
+                    input_ids=ids, past_key_values=caches, position_ids=positions, use_cache=True
+                )
+                hidden = out.last_hidden_state[:, -1:]
+                if step == 0:  # the first logits are kept (diagnostics read them): computed alone, exactly
+                    logits = head.logits_alone(hidden)
+                    for row, b in enumerate(active):
+                        firsts[b] = logits[row]
+                    tokens = logits.argmax(-1)
+                else:
+                    tokens = head.argmax(hidden)
+                still = []
                 for row, b in enumerate(active):
-                    firsts[b] = logits[row]
-                tokens = logits.argmax(-1)
-            else:
-                tokens = head.argmax(hidden)
-            still = []
-            for row, b in enumerate(active):
-                token = int(tokens[row])
-                generated[b].append(token)
-                if token in stop:
-                    reasons[b] = "eos"
-                elif len(generated[b]) < jobs[b].max_new_tokens:
-                    still.append(row)
-            step += 1
-            keep = torch.tensor(still, dtype=torch.long, device=device)
-            ids = tokens[keep].view(-1, 1)
-            positions = positions[keep, -1:] + 1
-            active = [active[row] for row in still]
+                    token = int(tokens[row])
+                    generated[b].append(token)
+                    if token in stop:
+                        reasons[b] = "eos"
+                    elif len(generated[b]) < jobs[b].max_new_tokens:
+                        still.append(row)
+                step += 1
+                keep = torch.tensor(still, dtype=torch.long, device=device)
+                ids = tokens[keep].view(-1, 1)
+                positions = positions[keep, -1:] + 1
+                active = [active[row] for row in still]
+    except BaseException:
+        for job, layers in zip(jobs, saved):
+            for layer, state in zip(job.cache.layers, layers):
+                layer.__dict__.update(state)
+        raise
     return [
         Generation(g, tokenizer.decode(g, skip_special_tokens=True), r, f)
         for g, r, f in zip(generated, reasons, firsts)
