@@ -12,7 +12,7 @@ job's command line is still the whole truth about what it ran.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kvx.errors import ConfigError
@@ -35,30 +35,21 @@ def axes(overrides: Sequence[Any]) -> list[str]:
     return []
 
 
-def in_one_process(overrides: Sequence[Any], config_dir: str, config_name: str) -> bool:
+def in_one_process(overrides: Sequence[Any], defaults: Mapping[str, str] | None) -> bool:
     """Hydra's basic launcher and sweeper run every job of a sweep in this process, one after
     another: kvx then groups the whole sweep itself, so cells that share a split run source by
     source (``kvx.app.run_cells``). A launcher or sweeper chosen on the command line or in the
-    primary config's defaults keeps one job per cell."""
-    from pathlib import Path
-
-    from omegaconf import DictConfig, OmegaConf
-
+    primary config's ``defaults`` (``preflight.config_defaults``; None: a config kvx cannot read
+    ahead) keeps one job per cell."""
+    if defaults is None:
+        return False
+    chosen = {g: defaults[g] for g in ("hydra/launcher", "hydra/sweeper") if g in defaults}
     for o in overrides:
-        if o.key_or_group in ("hydra/launcher", "hydra/sweeper") and str(o.value()) != "basic":
-            return False
+        if o.key_or_group in ("hydra/launcher", "hydra/sweeper"):
+            chosen[o.key_or_group] = str(o.value())
         if o.is_sweep_override() and not o.is_discrete_sweep():
             return False
-    path = Path(config_dir) / f"{config_name.removesuffix('.yaml')}.yaml"
-    if not path.is_file():
-        return False
-    for item in OmegaConf.load(path).get("defaults") or []:
-        if isinstance(item, DictConfig):
-            for key, value in item.items():
-                group = str(key).removeprefix("override ").strip().lstrip("/")
-                if group in ("hydra/launcher", "hydra/sweeper") and str(value) != "basic":
-                    return False
-    return True
+    return all(value == "basic" for value in chosen.values())
 
 
 def swept(overrides: Sequence[Any]) -> list[str]:

@@ -50,7 +50,8 @@ def prepare(argv: Sequence[str], config_dir: str) -> list[str]:
     overrides = _parse(args.overrides)
     multirun = args.multirun or any(o.input_line == "hydra.mode=MULTIRUN" for o in overrides)
     jobs = list(expand([o for o in overrides if not _is_hydra(o)], multirun))
-    defaults = _default_choices(config_dir, config_name)
+    listed = config_defaults(config_dir, config_name)
+    defaults = None if listed is None else {g: v for g, v in listed.items() if g in GROUPS}
     wanted = _typed(jobs, defaults or {})
     for group, typed in wanted.items():
         for name in sorted(typed):
@@ -65,7 +66,7 @@ def prepare(argv: Sequence[str], config_dir: str) -> list[str]:
     per_job = grouping.axes(overrides)
     if per_job and not multirun:
         raise ConfigError(f"{grouping.KEY} groups the cells of a multirun: add -m")
-    if multirun and not per_job and grouping.in_one_process(overrides, config_dir, config_name):
+    if multirun and not per_job and grouping.in_one_process(overrides, listed):
         per_job = grouping.swept([o for o in overrides if not _is_hydra(o)])
     moved = grouping.inner([o for o in overrides if not _is_hydra(o)], per_job) if per_job else []
     check_jobs(config_dir, config_name, jobs)
@@ -365,8 +366,9 @@ def _typed(jobs: Sequence[list[str]], defaults: dict[str, str]) -> dict[str, set
     return out
 
 
-def _default_choices(config_dir: str, config_name: str) -> dict[str, str] | None:
-    """The primary config's group defaults, read from its file; None when there is no such file."""
+def config_defaults(config_dir: str, config_name: str) -> dict[str, str] | None:
+    """The primary config's defaults list as group -> option (``hydra/launcher`` included), read
+    from its file; None when there is no such file."""
     path = Path(config_dir) / f"{config_name.removesuffix('.yaml')}.yaml"
     if not path.is_file():
         return None
@@ -375,7 +377,7 @@ def _default_choices(config_dir: str, config_name: str) -> dict[str, str] | None
         if isinstance(item, DictConfig):
             for key, value in item.items():
                 group = str(key).removeprefix("override ").strip().lstrip("/").split("@")[0]
-                if group in GROUPS and value is not None:
+                if value is not None:
                     out[group] = str(value)
     return out
 

@@ -7,7 +7,7 @@ import json
 from kvx.__main__ import conf_dir
 from kvx.callbacks import grid_id, planned_jobs
 from kvx.grouping import in_one_process
-from kvx.preflight import _parse, prepare
+from kvx.preflight import _parse, config_defaults, prepare
 
 
 def _cells(argv: list[str]) -> list[list[str]]:
@@ -58,7 +58,7 @@ def test_another_launcher_or_sweeper_or_a_single_job_keeps_the_command_line(tmp_
     monkeypatch.chdir(tmp_path)
     for extra in (["hydra/launcher=kvx_joblib"], ["hydra/sweeper=other"]):
         argv = ["-m", "reader=tiny", "press=snapkv,tova", *extra]
-        assert not in_one_process(_parse(argv[1:]), conf_dir(), "config")
+        assert not in_one_process(_parse(argv[1:]), config_defaults(conf_dir(), "config"))
     assert prepare(["-m", "reader=tiny", "press=snapkv"], conf_dir()) == ["-m", "reader=tiny", "press=snapkv"]
 
 

@@ -142,14 +142,19 @@ class Engine:
 
     def control(self, cell: Cell, reader: LoadedReader, source: Source, prompt: Prompt, split: str) -> Answer:
         """The FullCache answer of one source: from the store, or decoded once and stored."""
-        key = control_key(split=split, prompt=prompt_hash(prompt), source=source.digest())
-        stored = self.controls.get(key)
+        key, stored = self._stored_control(split, prompt, source)
         if stored is not None:
-            return Answer.from_dict(stored)
+            return stored
         capture = self.caches.capture(reader, prompt.context_ids)
         answer = evaluate(cell.task, decode_control(reader, capture, prompt, cell.max_new_tokens), source)
         self.controls.put(key, answer.to_dict())
         return answer
+
+    def _stored_control(self, split: str, prompt: Prompt, source: Source) -> tuple[str, Answer | None]:
+        """The control store's key for one source and its stored answer, if any."""
+        key = control_key(split=split, prompt=prompt_hash(prompt), source=source.digest())
+        stored = self.controls.get(key)
+        return key, None if stored is None else Answer.from_dict(stored)
 
     def transformed(
         self, cell: Cell, identity: CellIdentity, reader: LoadedReader, source: Source
@@ -388,10 +393,8 @@ class Engine:
         """Compress the jobs that can join a batch, decode them with the control (unless stored)
         in one batch and close them; return the jobs that must decode alone, each after the
         batch with the model state its compression set (AdaKV's head masks) put back."""
-        cell, split = jobs[0].cell, jobs[0].record.split
-        key = control_key(split=split, prompt=prompt_hash(prompt), source=source.digest())
-        stored = self.controls.get(key)
-        full = Answer.from_dict(stored) if stored is not None else None
+        cell = jobs[0].cell
+        key, full = self._stored_control(jobs[0].record.split, prompt, source)
         control: DecodeJob | None = None
         try:
             if full is None:
@@ -423,7 +426,6 @@ class Engine:
             else:
                 job.masks = [getattr(m, "masked_key_indices", None) for m in attention_layers(model)]
                 alone.append(job)
-        clear_head_masks(model)
         decodes = [control] if control is not None else []
         decodes += [DecodeJob(j.cache, j.run.feed, j.run.start, j.cell.max_new_tokens) for j in together]
         gens = self._decode_all(reader, decodes)
