@@ -7,10 +7,12 @@ all cells of a sweep in one process, so a source prefilled for the first cell se
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
+from transformers.cache_utils import DynamicLayer
 
 from kvx.compressors.kvpress_adapter import attention_layers
 from kvx.lru import ByteLRU
@@ -46,11 +48,26 @@ class Capture:
         return sum(t.numel() * t.element_size() for t in tensors.values())
 
     def full_cache(self) -> DynamicCache:
-        """The uncompressed cache of this prefill (shares storage: decoding appends new tensors)."""
-        cache = DynamicCache()
-        for idx, layer in enumerate(self.layers):
-            cache.update(layer.keys, layer.values, idx)
-        return cache
+        """The uncompressed cache of this prefill, over the captured tensors themselves."""
+        return cache_over((layer.keys, layer.values) for layer in self.layers)
+
+
+def cache_over(layers: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> DynamicCache:
+    """A DynamicCache whose layers hold these K/V tensors, not copies (``DynamicCache.update``
+    copies: at 4k tokens, a capture's worth per cache built)."""
+    cache = DynamicCache()
+    for keys, values in layers:
+        append_layer(cache, keys, values)
+    return cache
+
+
+def append_layer(cache: DynamicCache, keys: torch.Tensor, values: torch.Tensor) -> None:
+    """Add the next layer holding ``keys``/``values`` themselves. Decoding never writes into them:
+    it concatenates (``DynamicLayer.update``) or appends to a buffer of its own (batched decoding)."""
+    layer = DynamicLayer()
+    layer.lazy_initialization(keys, values)
+    layer.keys, layer.values = keys.contiguous(), values.contiguous()
+    cache.layers.append(layer)
 
 
 @torch.inference_mode()

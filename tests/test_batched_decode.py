@@ -3,12 +3,14 @@ else is in the batch; caches that cannot join a batch decode alone and say why."
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
 import pytest
 import torch
 
+from kvx.capture import cache_over
 from kvx.generation import greedy_decode
 from kvx.pipeline import batched
 from kvx.pipeline.batched import DecodeJob, batchable, greedy_decode_batch
@@ -233,3 +235,73 @@ def test_a_batch_that_fails_leaves_every_cache_as_it_found_it(tiny, caches, monk
         again = [alone(tiny, job, impl) for job, (_, _, impl) in zip(jobs, entries[:3])]
     for a, b in zip(expected, again):
         assert same(a, b)
+
+
+def test_caches_over_the_same_tensors_decode_together_and_leave_them_intact(tiny, caches):
+    """Decoding appends into buffers of its own: two caches over one set of tensors (a shared
+    compressed context; the FullCache over its capture) decode in one batch to the answer alone,
+    and the tensors they share hold what they held before."""
+    entries, _ = caches
+    _, make, impl = entries[1]
+    with torch.inference_mode():
+        expected = alone(tiny, make(), impl)
+        base = make()
+        layers = [(layer.keys, layer.values) for layer in base.cache.layers]
+        before = [(k.clone(), v.clone()) for k, v in layers]
+        twins = [DecodeJob(cache_over(layers), base.feed, base.start, TOKENS) for _ in range(2)]
+        got = greedy_decode_batch(tiny.model, tiny.tokenizer, twins)
+    assert same(got[0], expected) and same(got[1], expected)
+    for (k, v), (k0, v0) in zip(layers, before):
+        assert torch.equal(k, k0) and torch.equal(v, v0)
+    n = layers[0][0].shape[-2]
+    for twin in twins:  # each cache now views its own buffer: the shared prefix, then its answer
+        keys = twin.cache.layers[0].keys
+        assert keys.shape[-2] == n + base.feed.shape[1] + TOKENS - 1
+        assert keys.data_ptr() != layers[0][0].data_ptr()
+        assert torch.equal(keys[..., :n, :], layers[0][0])
+    assert twins[0].cache.layers[0].keys.data_ptr() != twins[1].cache.layers[0].keys.data_ptr()
+
+
+def test_cache_over_holds_the_tensors_themselves():
+    k, v = torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4)
+    cache = cache_over([(k, v), (k, v)])
+    assert len(cache.layers) == 2 and cache.get_seq_length() == 5
+    assert cache.layers[1].keys.data_ptr() == k.data_ptr()  # no copy (DynamicCache.update copies)
+    keys, _ = cache.update(torch.ones(1, 2, 1, 4), torch.ones(1, 2, 1, 4), 0)
+    assert keys.shape[-2] == 6 and torch.equal(k, cache.layers[1].keys)
+
+
+def test_a_source_major_decode_holds_no_capture(tiny, tmp_path, monkeypatch):
+    """Without diagnostics nothing after compression reads the capture: it leaves memory before
+    the decode (which then holds only the caches it reads), as do the compressed contexts no later
+    source shares; the records equal those of cells run one at a time."""
+    grid = [cell("snapkv", 0.25), cell("tova", 0.5)]
+    one = Engine(tmp_path / "one", 2**30)
+    expected = [as_dicts(one.run_cell(c, tiny, progress=False)) for c in grid]
+    engine = Engine(tmp_path / "together", 2**30)
+    seen = []
+    original = batched.greedy_decode_batch
+
+    def spy(model, tokenizer, jobs):
+        seen.append((len(engine.caches.captures), dict(engine.caches.shared), dict(engine.caches.held)))
+        return original(model, tokenizer, jobs)
+
+    monkeypatch.setattr("kvx.pipeline.engine.greedy_decode_batch", spy)
+    got = [as_dicts(r) for r in engine.run_cells(grid, tiny, progress=False)]
+    assert seen == [(0, {}, {})] * N  # distinct contexts (RULER haystacks): nothing kept
+    for a, b in zip(expected, got):
+        for x, y in zip(a, b):
+            x.pop("seconds"), y.pop("seconds")
+            assert x == y
+
+
+def test_compressed_contexts_stay_for_a_later_source_with_the_same_context(tiny, tmp_path):
+    grid = [cell("snapkv", 0.25), cell("tova", 0.5)]
+    engine = Engine(tmp_path / "out", 2**30)
+    sources = engine.sources(grid[0], tiny)
+    twin = dataclasses.replace(sources[0], id="twin", question=sources[1].question)
+    key = grid[0].identity(tiny.identity).split_cache_key
+    engine._splits[key] = [sources[0], twin, sources[2]]
+    engine.run_cells(grid, tiny, progress=False)
+    # the twin reused both compressed contexts of the first source: 2 cells x 2 distinct contexts
+    assert engine.compressions == 2 * 2

@@ -24,11 +24,11 @@ def stopped_after(monkeypatch, sources: int) -> None:
     """Make ``Engine._batched`` raise Ctrl-C once ``sources`` sources are done."""
     original, seen = Engine._batched, []
 
-    def batched(self, members, reader, source, release):
+    def batched(self, members, reader, source, *args, **kwargs):
         if len(seen) == sources:
             raise KeyboardInterrupt
         seen.append(source.id)
-        return original(self, members, reader, source, release)
+        return original(self, members, reader, source, *args, **kwargs)
 
     monkeypatch.setattr(Engine, "_batched", batched)
 

@@ -157,6 +157,8 @@ class KVPressCompressor(Compressor):
     def compress_captured(self, model: PreTrainedModel, capture: Capture, ratio: float) -> Cache:
         from transformers import DynamicCache
 
+        from kvx.capture import append_layer
+
         clear_head_masks(model)
         press = self._press(ratio)
         press.post_init_from_model(model)
@@ -165,7 +167,7 @@ class KVPressCompressor(Compressor):
         for idx, module in enumerate(attention_layers(model)):
             layer = capture.layers[idx]
             if idx not in layers:
-                cache.update(layer.keys, layer.values, idx)
+                append_layer(cache, layer.keys, layer.values)
                 continue
             keys = layer.keys.clone() if self.mutates_keys else layer.keys
             kwargs = {
@@ -175,5 +177,5 @@ class KVPressCompressor(Compressor):
                 "past_key_values": cache,
             }
             keys, values = press.compress(module, layer.hidden_states, keys, layer.values, None, kwargs)
-            cache.update(keys, values, idx)
+            append_layer(cache, keys, values)
         return cache

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface, Cache, DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.cache_utils import DynamicLayer
 
 from kvx.compressors import attention
 from kvx.generation import Generation, eos_ids
@@ -77,10 +78,16 @@ def batchable(cache: Cache, attn_impl: str | None, model: PreTrainedModel) -> st
 
 
 class _RowCache:
-    """Each row's own cache; the per-row attention reads their tensors, never a padded batch."""
+    """Each row's own cache; the per-row attention reads their tensors, never a padded batch.
 
-    def __init__(self, caches: list[Cache]) -> None:
-        self.caches = caches
+    A plain layer's new K/V go into a buffer sized for the whole answer, and the layer holds a view
+    of its filled part: ``DynamicLayer.update`` concatenates, copying the layer's whole cache every
+    step (at 4k tokens that copy costs as much as the attention) and allocating a fresh tensor each
+    time. The values are the same, so the answers are too."""
+
+    def __init__(self, caches: list[Cache], rows: list[int], buffers: dict, extra: list[int]) -> None:
+        #: per row: the tokens its buffers must hold beyond the cache (its feed and answer)
+        self.caches, self.rows, self.buffers, self.extra = caches, rows, buffers, extra
         self.is_compileable = False
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
@@ -88,9 +95,29 @@ class _RowCache:
 
     def update(self, keys: torch.Tensor, values: torch.Tensor, layer_idx: int, kwargs: Any = None) -> tuple:
         out = [
-            c.update(keys[b : b + 1], values[b : b + 1], layer_idx, kwargs) for b, c in enumerate(self.caches)
+            self._append(c, row, keys[b : b + 1], values[b : b + 1], layer_idx, kwargs)
+            for b, (c, row) in enumerate(zip(self.caches, self.rows))
         ]
         return [k for k, _ in out], [v for _, v in out]
+
+    def _append(
+        self, cache: Cache, row: int, k: torch.Tensor, v: torch.Tensor, idx: int, kwargs: Any
+    ) -> tuple:
+        layer = cache.layers[idx] if idx < len(cache.layers) else None
+        if not _plain(layer):
+            return cache.update(k, v, idx, kwargs)
+        n, q = layer.keys.shape[-2], k.shape[-2]
+        held = self.buffers.get((row, idx))
+        if held is None or held[0].shape[-2] < n + q:
+            size = n + max(q, self.extra[row])
+            held = tuple(t.new_empty((*t.shape[:-2], size, t.shape[-1])) for t in (layer.keys, layer.values))
+            held[0][..., :n, :].copy_(layer.keys)
+            held[1][..., :n, :].copy_(layer.values)
+            self.buffers[(row, idx)] = held
+        held[0][..., n : n + q, :].copy_(k)
+        held[1][..., n : n + q, :].copy_(v)
+        layer.keys, layer.values = held[0][..., : n + q, :], held[1][..., : n + q, :]
+        return layer.keys, layer.values
 
 
 def _rows_attention(
@@ -185,6 +212,15 @@ class _Head:
         return tokens
 
 
+def _plain(layer: Any) -> bool:
+    """A dense layer holding (batch, heads, tokens, dim) tensors, which decoding may buffer."""
+    return type(layer) is DynamicLayer and layer.is_initialized and layer.keys.dim() == 4
+
+
+def _state(layer: Any) -> int | dict:
+    return layer.keys.shape[-2] if _plain(layer) else dict(vars(layer))
+
+
 @torch.inference_mode()
 def greedy_decode_batch(
     model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, jobs: list[DecodeJob]
@@ -205,13 +241,17 @@ def greedy_decode_batch(
     positions = torch.tensor([[j.start + i for i in range(feed.shape[1])] for j in jobs], device=device)
     ids = feed.expand(n, -1)
     step = 0
-    # each layer's state as it was (references: decoding replaces tensors, it does not write into
-    # them), so a batch that fails leaves every cache as it found it for decoding one by one
-    saved = [[dict(vars(layer)) for layer in j.cache.layers] for j in jobs]
+    # each layer's state as it was, so a batch that fails leaves every cache as it found it for
+    # decoding one by one: a plain layer's length (its filled buffer starts with the old values;
+    # holding the old tensors would keep two copies of every cache while decoding), any other
+    # layer's attributes (decoding replaces their tensors, it does not write into them)
+    saved = [[_state(layer) for layer in j.cache.layers] for j in jobs]
+    buffers: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+    extra = [feed.shape[1] + j.max_new_tokens for j in jobs]
     try:
         with _rows(model):
             while active:
-                caches = _RowCache([jobs[b].cache for b in active])
+                caches = _RowCache([jobs[b].cache for b in active], active, buffers, extra)
                 out = model.model(
                     input_ids=ids, past_key_values=caches, position_ids=positions, use_cache=True
                 )
@@ -239,7 +279,10 @@ def greedy_decode_batch(
     except BaseException:
         for job, layers in zip(jobs, saved):
             for layer, state in zip(job.cache.layers, layers):
-                layer.__dict__.update(state)
+                if isinstance(state, int):
+                    layer.keys, layer.values = layer.keys[..., :state, :], layer.values[..., :state, :]
+                else:
+                    layer.__dict__.update(state)
         raise
     return [
         Generation(g, tokenizer.decode(g, skip_special_tokens=True), r, f)

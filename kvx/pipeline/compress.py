@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from transformers import Cache, DynamicCache, QuantizedCache
 
-from kvx.capture import Capture, CaptureCache, capture_prefill
+from kvx.capture import Capture, CaptureCache, cache_over, capture_prefill
 from kvx.compressors import attention
 from kvx.compressors.base import Compressor, RetainedMap
 from kvx.compressors.kvpress_adapter import attention_layers
@@ -67,6 +67,17 @@ class Caches:
         if self.held is not None:
             self.held[key] = capture
         return capture
+
+    def drop_held(self, shared: bool) -> None:
+        """Forget the source in progress's captures now (and its shared compressed contexts with
+        ``shared``): what still uses their tensors keeps them, until it lets go."""
+        for key in self.held or {}:
+            self.captures.pop(key)
+        self.held = {}
+        if shared:
+            for key in self.held_shared:
+                self.shared.pop(key, None)
+            self.held_shared = set()
 
     @contextmanager
     def holding(self, release: bool) -> Iterator[None]:
@@ -132,9 +143,7 @@ class CompressedRun:
             self.caches.held_shared.add(key)
         if shared is not None:
             shared_contexts.move_to_end(key)
-            cache = DynamicCache()
-            for idx, (k, v) in enumerate(shared.layers):  # shares storage: decoding appends new tensors
-                cache.update(k, v, idx)
+            cache = cache_over(shared.layers)  # shares storage: decoding never writes into it
             for module, mask in zip(attention_layers(model), shared.head_masks):
                 module.masked_key_indices = mask
             self.retained = shared.retained

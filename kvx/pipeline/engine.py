@@ -29,6 +29,7 @@ from kvx.diagnostics.base import Diagnostic
 from kvx.diagnostics.context import DiagnosticContext
 from kvx.errors import ConfigError, Unsupported
 from kvx.generation import Generation, greedy_decode
+from kvx.heap import trim_memory
 from kvx.identity import CellIdentity, SettingSpec, component, fields_of
 from kvx.lru import ByteLRU
 from kvx.pipeline.batched import SAME_ATTENTION, DecodeJob, batchable, greedy_decode_batch
@@ -244,7 +245,10 @@ class Engine:
                 cells[c].transform.bind(reader)
             first = cells[members[0]]
             label = first.label() if len(members) == 1 else f"{first.task_name}: {len(members)} cells"
-            for source in tqdm(self.sources(first, reader), desc=label, disable=not progress, leave=False):
+            sources = self.sources(first, reader)
+            later = Counter(s.context for s in sources)  # contexts still to come: shared ones stay
+            for source in tqdm(sources, desc=label, disable=not progress, leave=False):
+                later[source.context] -= 1
                 done = {c: spooled[c].get(plans[c].key(cells[c], source)) for c in members}
                 todo = [c for c in members if done[c] is None]
                 if any(sampled(tracers[c].sample, source.id) for c in todo):
@@ -254,9 +258,18 @@ class Engine:
                 elif todo:
                     done.update(
                         zip(
-                            todo, self._batched([(cells[c], plans[c]) for c in todo], reader, source, release)
+                            todo,
+                            self._batched(
+                                [(cells[c], plans[c]) for c in todo],
+                                reader,
+                                source,
+                                release,
+                                keep_shared=later[source.context] > 0,
+                            ),
                         )
                     )
+                if release:
+                    trim_memory()  # the source's tensors are freed: give their pages back
                 for c in members:
                     if c in todo:
                         validate(done[c].to_dict())
@@ -363,10 +376,17 @@ class Engine:
         return job.record
 
     def _batched(
-        self, members: list[tuple[Cell, _Plan]], reader: LoadedReader, source: Source, release: bool
+        self,
+        members: list[tuple[Cell, _Plan]],
+        reader: LoadedReader,
+        source: Source,
+        release: bool,
+        keep_shared: bool = True,
     ) -> list[Record]:
         """One source for several cells of a split: one encode, one capture, and the FullCache
-        control and compressed caches decoded together (``kvx.pipeline.batched``)."""
+        control and compressed caches decoded together (``kvx.pipeline.batched``). With ``release``
+        the capture leaves memory before decoding when nothing after needs it, and so do this
+        source's shared compressed contexts unless ``keep_shared`` (a later source has its context)."""
         started = time.perf_counter()
         with reader.autocast(), self.caches.holding(release):
             prompt = encode(reader, source)
@@ -380,7 +400,8 @@ class Engine:
                 if job is not None:
                     jobs.append(job)
             if jobs:
-                for job in self._control_and_batch(jobs, reader, source, prompt):
+                drop = release and not keep_shared
+                for job in self._control_and_batch(jobs, reader, source, prompt, release, drop):
                     self._alone(job, reader)
         seconds = (time.perf_counter() - started) / len(records)
         for record in records:
@@ -388,20 +409,27 @@ class Engine:
         return records
 
     def _control_and_batch(
-        self, jobs: list[_Job], reader: LoadedReader, source: Source, prompt: Prompt
+        self,
+        jobs: list[_Job],
+        reader: LoadedReader,
+        source: Source,
+        prompt: Prompt,
+        release: bool = False,
+        drop_shared: bool = False,
     ) -> list[_Job]:
         """Compress the jobs that can join a batch, decode them with the control (unless stored)
         in one batch and close them; return the jobs that must decode alone, each after the
-        batch with the model state its compression set (AdaKV's head masks) put back."""
+        batch with the model state its compression set (AdaKV's head masks) put back.
+
+        Once every job is compressed and none runs diagnostics (which rebuild caches from the
+        capture), ``release`` drops the capture before decoding and ``drop_shared`` the shared
+        compressed contexts: the decode then holds the caches it reads and nothing else."""
         cell = jobs[0].cell
         key, full = self._stored_control(jobs[0].record.split, prompt, source)
         control: DecodeJob | None = None
         try:
             if full is None:
-                capture = self.caches.capture(reader, prompt.context_ids)
-                control = DecodeJob(
-                    capture.full_cache(), prompt.question_ids, capture.n_tokens, cell.max_new_tokens
-                )
+                control = self._control_job(reader, prompt, cell.max_new_tokens)
         except Exception as exc:
             for job in jobs:
                 job.record.fail("error", f"FullCache control: {type(exc).__name__}: {exc}")
@@ -417,6 +445,8 @@ class Engine:
                 continue
             clear_head_masks(model)
             self._compress(job, reader)
+            if release:  # the prefill's and the press's temporaries: pages back before the next
+                trim_memory()
             if not job.ok:
                 continue
             why = batchable(job.cache, job.run.decode_impl, model)
@@ -426,6 +456,12 @@ class Engine:
             else:
                 job.masks = [getattr(m, "masked_key_indices", None) for m in attention_layers(model)]
                 alone.append(job)
+        if release and all(j.cache is not None and not j.cell.diagnostics for j in together + alone):
+            self.caches.drop_held(drop_shared)
+            for job in jobs:
+                if job.run is not None:
+                    job.run.capture = None
+            trim_memory()  # the capture's pages, before the decode's buffers take new ones
         decodes = [control] if control is not None else []
         decodes += [DecodeJob(j.cache, j.run.feed, j.run.start, j.cell.max_new_tokens) for j in together]
         gens = self._decode_all(reader, decodes)
@@ -449,6 +485,11 @@ class Engine:
                 job.run.first_logits = gen.first_logits
                 self._close(job, reader, gen)
         return [job for job in alone if job.ok]
+
+    def _control_job(self, reader: LoadedReader, prompt: Prompt, max_new_tokens: int) -> DecodeJob:
+        """The FullCache control's decode (its cache shares the capture's tensors, not the capture)."""
+        capture = self.caches.capture(reader, prompt.context_ids)
+        return DecodeJob(capture.full_cache(), prompt.question_ids, capture.n_tokens, max_new_tokens)
 
     def _alone(self, job: _Job, reader: LoadedReader) -> None:
         """Decode one job by itself and close it, its compression's model state in place."""
