@@ -8,7 +8,7 @@ all cells of a sweep in one process, so a source prefilled for the first cell se
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
@@ -32,7 +32,8 @@ class LayerCapture:
 class Capture:
     layers: list[LayerCapture]
     cache_position: torch.Tensor
-    last_logits: torch.Tensor | None = None
+    #: (press config, layer) -> the press's scores: ratio-free presses score a capture once
+    scores: dict[tuple[str, int], torch.Tensor] = field(default_factory=dict)
 
     @property
     def n_tokens(self) -> int:
@@ -45,6 +46,7 @@ class Capture:
             for layer in self.layers
             for t in (layer.hidden_states, layer.keys, layer.values, *layer.position_embeddings)
         }
+        tensors.update({id(t): t for t in self.scores.values()})
         return sum(t.numel() * t.element_size() for t in tensors.values())
 
     def full_cache(self) -> DynamicCache:
@@ -70,6 +72,11 @@ def append_layer(cache: DynamicCache, keys: torch.Tensor, values: torch.Tensor) 
     cache.layers.append(layer)
 
 
+class _AllLayersSeen(Exception):
+    """Raised once every attention layer has run: what follows (the last MLP, the final norm)
+    shapes no key or value, so a capture does not compute it."""
+
+
 @torch.inference_mode()
 def capture_prefill(model: PreTrainedModel, context_ids: torch.Tensor) -> Capture:
     """Prefill ``context_ids`` once without compression and keep what compressors need."""
@@ -82,11 +89,15 @@ def capture_prefill(model: PreTrainedModel, context_ids: torch.Tensor) -> Captur
             kwargs["position_embeddings"],
             kwargs["cache_position"],
         )
+        if len(found) == len(modules):
+            raise _AllLayersSeen
 
     handles = [m.register_forward_hook(hook, with_kwargs=True) for m in modules]
     cache = DynamicCache()
     try:
         model.model(input_ids=context_ids, past_key_values=cache)
+    except _AllLayersSeen:
+        pass
     finally:
         for h in handles:
             h.remove()

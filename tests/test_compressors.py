@@ -164,3 +164,35 @@ def test_generated_catalog_fields_are_overridable():
     cls = registry("compressor").get("expected_attention")
     obj = cls(n_sink=8)
     assert obj.build_press(0.5).n_sink == 8 and obj.build_press(0.5).compression_ratio == 0.5
+
+
+RATIO_FREE = [n for n in FAST if getattr(registry("compressor").get(n), "ratio_free_scores", False)]
+
+
+@pytest.mark.parametrize("name", RATIO_FREE)
+def test_a_ratio_free_press_scores_a_capture_once_for_every_ratio(tiny, prompt, name, monkeypatch):
+    """Its scores do not depend on the ratio, so the capture's serve every ratio: each ratio's
+    cache still equals the hook path's, and each layer is scored once, not once per ratio."""
+    comp = registry("compressor").get(name)()
+    press_class = type(comp.build_press(0.5))
+    original, calls = press_class.score, []
+
+    def counted(self, module, *args, **kwargs):
+        calls.append(module.layer_idx)
+        return original(self, module, *args, **kwargs)
+
+    model = tiny.model
+    cap = capture_prefill(model, prompt.context_ids)
+    with torch.inference_mode(), attn_implementation(model, comp.attn_implementation):
+        hooks = {r: comp.prefill(model, prompt.context_ids, r) for r in (0.25, 0.5, 0.75)}
+        monkeypatch.setattr(press_class, "score", counted)
+        fast = {r: comp.compress_captured(model, cap, r) for r in (0.25, 0.5, 0.75)}
+    assert sorted(calls) == list(range(len(attention_layers(model))))
+    for r in hooks:
+        for idx in range(len(hooks[r].layers)):
+            assert torch.equal(hooks[r].layers[idx].keys, fast[r].layers[idx].keys), (r, idx)
+            assert torch.equal(hooks[r].layers[idx].values, fast[r].layers[idx].values), (r, idx)
+
+
+def test_ratio_free_scores_are_claimed_only_for_presses_read_to_be():
+    assert sorted(RATIO_FREE) == ["keydiff", "knorm", "snapkv", "tova"]

@@ -37,6 +37,7 @@ class ScorerPressCompressor(KVPressCompressor):
 @dataclass
 class knorm(ScorerPressCompressor):  # noqa: N801 - registered names are the kvx names
     press_class: ClassVar[str] = "KnormPress"
+    ratio_free_scores: ClassVar[bool] = True
 
 
 @dataclass

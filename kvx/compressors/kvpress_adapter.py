@@ -60,6 +60,9 @@ class KVPressCompressor(Compressor):
     fast_path: ClassVar[bool] = True
     #: presses that write into the keys they are given (ThinK zeroes channels)
     mutates_keys: ClassVar[bool] = False
+    #: presses whose scores do not depend on the compression ratio (read in kvpress's source): a
+    #: capture's scores then serve every ratio of the press instead of being computed per cell
+    ratio_free_scores: ClassVar[bool] = False
 
     @abstractmethod
     def build_press(self, ratio: float) -> BasePress:
@@ -90,8 +93,9 @@ class KVPressCompressor(Compressor):
     def press_fields(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
 
-    def _press(self, ratio: float) -> BasePress:
-        """Build the press and record the scores its top-k uses (KVDiagnosis: measured maps)."""
+    def _press(self, ratio: float, memo: dict | None = None) -> BasePress:
+        """Build the press and record the scores its top-k uses (KVDiagnosis: measured maps);
+        with ``memo`` (a capture's, for ratio-free presses) each layer's scores are computed once."""
         from kvpress import ScorerPress
 
         press = self.build_press(ratio)
@@ -99,9 +103,15 @@ class KVPressCompressor(Compressor):
         if isinstance(press, ScorerPress):
             scores: dict[int, torch.Tensor] = self._last[1]
             original = press.score
+            memo = memo if self.ratio_free_scores else None
+            config = repr(self)  # the press's fields; the ratio is not one of them
 
             def score(module: torch.nn.Module, *args: Any, **kwargs: Any) -> torch.Tensor:
-                out = original(module, *args, **kwargs)
+                out = memo.get((config, module.layer_idx)) if memo is not None else None
+                if out is None:
+                    out = original(module, *args, **kwargs)
+                    if memo is not None:
+                        memo[(config, module.layer_idx)] = out
                 scores[module.layer_idx] = out
                 return out
 
@@ -160,7 +170,7 @@ class KVPressCompressor(Compressor):
         from kvx.capture import append_layer
 
         clear_head_masks(model)
-        press = self._press(ratio)
+        press = self._press(ratio, capture.scores)
         press.post_init_from_model(model)
         layers = set(compressed_layers(model))
         cache = DynamicCache()

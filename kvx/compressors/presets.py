@@ -46,6 +46,8 @@ class StreamingLLM(KVPressCompressor):
 class SnapKV(KVPressCompressor):
     """Observation-window attention, pooled; the window itself is always kept."""
 
+    ratio_free_scores: ClassVar[bool] = True
+
     window_size: int = 64
     kernel_size: int = 5
 
@@ -72,6 +74,8 @@ class SnapKV(KVPressCompressor):
 class TOVA(KVPressCompressor):
     """Current-query attention; the same positions for every head of a layer."""
 
+    ratio_free_scores: ClassVar[bool] = True
+
     def build_press(self, ratio: float) -> BasePress:
         from kvpress import TOVAPress
 
@@ -81,6 +85,8 @@ class TOVA(KVPressCompressor):
 @dataclass
 class KeyDiff(KVPressCompressor):
     """Key-similarity eviction (keeps keys least similar to the mean key)."""
+
+    ratio_free_scores: ClassVar[bool] = True
 
     def build_press(self, ratio: float) -> BasePress:
         from kvpress import KeyDiffPress
