@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+import threading
 from pathlib import Path
 
 import hydra
@@ -45,6 +46,7 @@ def main() -> None:
         sys.exit(2)
     try:
         _hydra_main()
+        _leave()
     except KeyboardInterrupt:
         app = sys.modules.get("kvx.app")
         done = getattr(app, "FINISHED_HERE", 0)
@@ -60,6 +62,18 @@ def main() -> None:
         atexit._run_exitfuncs()
         sys.stdout.flush()
         os._exit(130)
+
+
+def _leave() -> None:
+    """Exit now that every run is closed and logged: the exit handlers still run (MLflow's,
+    logging's), but not the interpreter's teardown of torch, transformers and MLflow (~1.5 s),
+    unless a thread that is not a daemon is still working."""
+    if any(t is not threading.main_thread() and not t.daemon for t in threading.enumerate()):
+        return
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
