@@ -274,8 +274,9 @@ def test_cache_over_holds_the_tensors_themselves():
 def test_a_source_major_decode_holds_no_capture(tiny, tmp_path, monkeypatch):
     """Without diagnostics nothing after compression reads the capture: it leaves memory before
     the decode (which then holds only the caches it reads), as do the compressed contexts no later
-    source shares; the records equal those of cells run one at a time."""
-    grid = [cell("snapkv", 0.25), cell("tova", 0.5)]
+    source shares; the records equal those of cells run one at a time, AdaKV's (decoded alone,
+    after the batch) included."""
+    grid = [cell("snapkv", 0.25), cell("tova", 0.5), cell("adakv", 0.5)]
     one = Engine(tmp_path / "one", 2**30)
     expected = [as_dicts(one.run_cell(c, tiny, progress=False)) for c in grid]
     engine = Engine(tmp_path / "together", 2**30)
