@@ -32,7 +32,8 @@ class LayerCapture:
 class Capture:
     layers: list[LayerCapture]
     cache_position: torch.Tensor
-    #: (press config, layer) -> the press's scores: ratio-free presses score a capture once
+    #: (press config, layer) -> the press's scores: ratio-free presses score a capture once (one
+    #: value per position and KV head, added after the LRU sized the capture, so not counted there)
     scores: dict[tuple[str, int], torch.Tensor] = field(default_factory=dict)
 
     @property
@@ -46,7 +47,6 @@ class Capture:
             for layer in self.layers
             for t in (layer.hidden_states, layer.keys, layer.values, *layer.position_embeddings)
         }
-        tensors.update({id(t): t for t in self.scores.values()})
         return sum(t.numel() * t.element_size() for t in tensors.values())
 
     def full_cache(self) -> DynamicCache:

@@ -71,13 +71,14 @@ class Caches:
     def drop_held(self, shared: bool) -> None:
         """Forget the source in progress's captures now (and its shared compressed contexts with
         ``shared``): what still uses their tensors keeps them, until it lets go."""
-        for key in self.held or {}:
+        assert self.held is not None, "drop_held runs inside holding()"
+        for key in self.held:
             self.captures.pop(key)
-        self.held = {}
+        self.held.clear()
         if shared:
             for key in self.held_shared:
                 self.shared.pop(key, None)
-            self.held_shared = set()
+            self.held_shared.clear()
 
     @contextmanager
     def holding(self, release: bool) -> Iterator[None]:

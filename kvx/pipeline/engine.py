@@ -400,8 +400,7 @@ class Engine:
                 if job is not None:
                     jobs.append(job)
             if jobs:
-                drop = release and not keep_shared
-                for job in self._control_and_batch(jobs, reader, source, prompt, release, drop):
+                for job in self._control_and_batch(jobs, reader, source, prompt, release, keep_shared):
                     self._alone(job, reader)
         seconds = (time.perf_counter() - started) / len(records)
         for record in records:
@@ -415,15 +414,15 @@ class Engine:
         source: Source,
         prompt: Prompt,
         release: bool = False,
-        drop_shared: bool = False,
+        keep_shared: bool = True,
     ) -> list[_Job]:
         """Compress the jobs that can join a batch, decode them with the control (unless stored)
         in one batch and close them; return the jobs that must decode alone, each after the
         batch with the model state its compression set (AdaKV's head masks) put back.
 
         Once every job is compressed and none runs diagnostics (which rebuild caches from the
-        capture), ``release`` drops the capture before decoding and ``drop_shared`` the shared
-        compressed contexts: the decode then holds the caches it reads and nothing else."""
+        capture), ``release`` drops the capture before decoding, and the shared compressed contexts
+        unless ``keep_shared``: the decode then holds the caches it reads and nothing else."""
         cell = jobs[0].cell
         key, full = self._stored_control(jobs[0].record.split, prompt, source)
         control: DecodeJob | None = None
@@ -457,7 +456,7 @@ class Engine:
                 job.masks = [getattr(m, "masked_key_indices", None) for m in attention_layers(model)]
                 alone.append(job)
         if release and all(j.cache is not None and not j.cell.diagnostics for j in together + alone):
-            self.caches.drop_held(drop_shared)
+            self.caches.drop_held(shared=not keep_shared)
             for job in jobs:
                 if job.run is not None:
                     job.run.capture = None
