@@ -43,7 +43,16 @@ RUN_ARGS = ["n_sources=1", "diagnostics=[]", "max_new_tokens=2", "progress=false
 MODEL = ("transformers.models.llama.modeling_llama", "LlamaModel")
 MARKS = ("torch", "transformers", "mlflow", "hydra", "kvx.app")
 #: imports a run does not need before its first forward: those loaded by then are reported
-OPTIONAL = ("hqq", "sklearn", "lightning", "torch._inductor.compile_fx", "scipy.stats", "pandas", "datasets")
+OPTIONAL = (
+    "hqq",
+    "sklearn",
+    "lightning",
+    "torch._inductor.compile_fx",
+    "scipy.optimize",
+    "scipy.stats",
+    "pandas",
+    "datasets",
+)
 
 #: runs in the measured process: argv[1] is the JSON file for the marks, the rest are kvx's arguments
 BOOTSTRAP = r"""

@@ -11,6 +11,8 @@ forward (every model module imports ``cache_utils``; ``modeling_utils`` imports 
   for HQQ-quantized model weights only;
 - ``transformers.generation.candidate_generator`` imports ``sklearn.metrics.roc_curve``, for assisted
   generation with an adaptive confidence threshold only (kvx never runs it);
+- the detection losses (``transformers.loss.loss_rt_detr`` and four others, all reached from
+  ``modeling_utils``) import ``scipy.optimize`` for their Hungarian matcher only;
 - ``transformers.data.metrics`` imports ``scipy.stats`` and ``sklearn.metrics`` for its deprecated
   GLUE/XNLI metric functions only; kvpress's pipeline reaches it through transformers' pipelines.
 
@@ -49,6 +51,11 @@ DEFERRED: dict[str, str] = {
     "transformers.quantizers.quantizer_hqq": "is_hqq_available",
     "transformers.generation.candidate_generator": "is_sklearn_available",
     "transformers.data.metrics": "is_sklearn_available",
+    "transformers.loss.loss_for_object_detection": "is_scipy_available",
+    "transformers.loss.loss_rt_detr": "is_scipy_available",
+    "transformers.loss.loss_deformable_detr": "is_scipy_available",
+    "transformers.loss.loss_grounding_dino": "is_scipy_available",
+    "transformers.loss.loss_lw_detr": "is_scipy_available",
 }
 
 

@@ -1,5 +1,5 @@
-"""kvx.lean_imports: hqq and sklearn stay off the import path up to a model's forward, and what
-transformers imported them for still works once used (a fresh process each: imports are global)."""
+"""kvx.lean_imports: hqq, sklearn and scipy.optimize stay off the import path up to a model's forward,
+and what transformers imported them for still works once used (a fresh process each: imports are global)."""
 
 from __future__ import annotations
 
@@ -28,13 +28,14 @@ TINY = (
 #: digest of the logits
 HQQ_FORWARD = TINY + (
     "import hashlib, json, sys\n"
-    "before = [m for m in ('hqq', 'sklearn') if m in sys.modules]\n"
+    "WATCHED = ('hqq', 'sklearn', 'scipy.optimize')\n"
+    "before = [m for m in WATCHED if m in sys.modules]\n"
     "with torch.inference_mode():\n"
     "    model(input_ids=ids)\n"
     "    cache = QuantizedCache(backend='hqq', config=cfg, nbits=4, q_group_size=16, residual_length=8)\n"
     "    model(input_ids=ids[:, :32], past_key_values=cache)\n"
     "    out = model(input_ids=ids[:, 32:], past_key_values=cache).logits\n"
-    "after = [m for m in ('hqq', 'sklearn') if m in sys.modules]\n"
+    "after = [m for m in WATCHED if m in sys.modules]\n"
     "digest = hashlib.sha256(out.numpy().tobytes()).hexdigest()\n"
     "print(json.dumps({'before': before, 'after': after, 'logits': digest}))\n"
 )
@@ -49,7 +50,8 @@ def _python(code: str) -> str:
 def test_hqq_and_sklearn_load_only_when_used_and_results_are_unchanged() -> None:
     lean = json.loads(_python("import kvx.lean_imports as lean\nassert lean.install()\n" + HQQ_FORWARD))
     plain = json.loads(_python(HQQ_FORWARD))
-    assert plain["before"] == ["hqq", "sklearn"], plain  # what transformers imports by itself
+    # what transformers imports by itself
+    assert plain["before"] == ["hqq", "sklearn", "scipy.optimize"], plain
     assert lean["before"] == [], lean  # neither up to and through a plain forward
     assert lean["after"] == ["hqq"], lean  # hqq once the HQQ cache quantizes
     assert lean["logits"] == plain["logits"]  # the same quantized cache, the same logits
@@ -73,6 +75,12 @@ def test_deferred_blocks_run_as_transformers_wrote_them() -> None:
         "assert cu.is_hqq_available is tu.is_hqq_available and cu.is_hqq_available()\n"
         "assert cg.is_sklearn_available is tu.is_sklearn_available and cg.is_sklearn_available()\n"
         "assert copy.deepcopy(cu.HQQQuantizer) is cu.HQQQuantizer\n"
+        "import numpy as np\n"
+        # the detection losses' Hungarian matcher imports scipy.optimize on first use
+        "import transformers.loss.loss_rt_detr as rt\n"
+        "assert isinstance(rt.linear_sum_assignment, lean.Deferred) and 'scipy.optimize' not in sys.modules\n"
+        "rows, cols = rt.linear_sum_assignment(np.array([[4.0, 1.0], [2.0, 3.0]]))\n"
+        "assert list(cols) == [1, 0] and 'scipy.optimize' in sys.modules\n"
         "from sklearn.metrics import roc_curve\n"
         "fpr, tpr, _ = cg.roc_curve([0, 1, 1], [0.1, 0.9, 0.8])\n"
         "assert cg.roc_curve is roc_curve and list(tpr) == [0.0, 0.5, 1.0, 1.0]\n"
@@ -84,7 +92,6 @@ def test_deferred_blocks_run_as_transformers_wrote_them() -> None:
         "assert qh.HQQLinear is HQQLinear and isinstance(HQQLinear.__dict__['weight'], property)\n"
         "assert qh.weight is HQQLinear.__dict__['weight']\n"
         # one block imports from two packages: all its names resolve once one is used
-        "import numpy as np\n"
         "assert dm.acc_and_f1(np.array([0, 1, 1]), np.array([0, 1, 0]))['acc'] == 2 / 3\n"
         "from scipy.stats import pearsonr\n"
         "assert dm.pearsonr is pearsonr\n"
@@ -100,6 +107,7 @@ def test_install_is_idempotent_and_says_when_too_late() -> None:
         "assert sum(type(f).__name__ == '_Finder' for f in sys.meta_path) == 1\n"
         "import transformers.cache_utils, transformers.generation.candidate_generator\n"
         "import transformers.quantizers.quantizer_hqq, transformers.data.metrics\n"
+        "import transformers.loss.loss_utils\n"
         "print(lean.install())\n"
     )
     assert _python(code) == "False"
