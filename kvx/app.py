@@ -16,11 +16,12 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from kvx import leases, tracing, tracking
 from kvx.config import GROUPS, choices, instantiate
 from kvx.errors import ConfigError
+from kvx.heap import PeakMemory
 from kvx.identity import digest
 from kvx.pipeline.engine import Cell, Engine
 from kvx.preflight import check_job
 from kvx.readers.base import load_reader, reader_identity
-from kvx.records import as_dicts, cell_metrics, dumps
+from kvx.records import as_dicts, cell_metrics, cost_metrics, dumps
 from kvx.registry import RegistryError, canonical, registry
 from kvx.transforms.turns import selection
 
@@ -255,12 +256,14 @@ def _compute(group: list[_CellRun]) -> dict[str, float]:
     resume = not any(bool(c.cfg.force) for c in group)
     cells, hashes = [c.cell for c in group], [c.chash for c in group]
     # every cell of this split is here: a source's capture is not needed once it is done
-    results = eng.run_cells(cells, reader, progress, hashes, tracers, resume, release=True)
+    with PeakMemory() as peak:  # the split's cells run together: one peak for all of them
+        results = eng.run_cells(cells, reader, progress, hashes, tracers, resume, release=True)
     computed = eng.controls.computed - before
     metrics: dict[str, float] = {}
     for i, (cell_run, records, tracer) in enumerate(zip(group, results, tracers)):
         tracer.flush()
-        metrics = cell_metrics(as_dicts(records))
+        metrics = {**cell_metrics(as_dicts(records)), **cost_metrics(as_dicts(records))}
+        metrics["peak_rss_mib"] = peak.bytes / 2**20
         metrics["controls_computed"] = computed if i == 0 else 0  # the split's controls, counted once
         metrics["traced_sources"] = tracer.traced
         metrics["resumed_sources"] = eng.resumed.pop(cell_run.identity.id, 0)

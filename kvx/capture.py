@@ -7,6 +7,7 @@ all cells of a sweep in one process, so a source prefilled for the first cell se
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -35,6 +36,7 @@ class Capture:
     #: (press config, layer) -> the press's scores: ratio-free presses score a capture once (one
     #: value per position and KV head, added after the LRU sized the capture, so not counted there)
     scores: dict[tuple[str, int], torch.Tensor] = field(default_factory=dict)
+    seconds: float = 0.0  # the prefill's wall time, for the records of every cell it serves
 
     @property
     def n_tokens(self) -> int:
@@ -94,6 +96,7 @@ def capture_prefill(model: PreTrainedModel, context_ids: torch.Tensor) -> Captur
 
     handles = [m.register_forward_hook(hook, with_kwargs=True) for m in modules]
     cache = DynamicCache()
+    started = time.perf_counter()
     try:
         model.model(input_ids=context_ids, past_key_values=cache)
     except _AllLayersSeen:
@@ -105,7 +108,7 @@ def capture_prefill(model: PreTrainedModel, context_ids: torch.Tensor) -> Captur
         LayerCapture(found[i][0], cache.layers[i].keys, cache.layers[i].values, found[i][1])
         for i in range(len(modules))
     ]
-    return Capture(layers=layers, cache_position=found[0][2])
+    return Capture(layers=layers, cache_position=found[0][2], seconds=time.perf_counter() - started)
 
 
 class CaptureCache(ByteLRU[Capture]):

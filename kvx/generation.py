@@ -7,6 +7,7 @@ the compressor left in the cache; decoding is greedy argmax until an end-of-sequ
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import torch
@@ -20,6 +21,10 @@ class Generation:
     stop_reason: str  # "eos" | "max_new_tokens"
     #: logits after the last fed token: the teacher-forced prediction of a reference's first token
     first_logits: torch.Tensor | None = field(default=None, repr=False)
+    #: wall milliseconds of the forward that fed the question, and of each later step
+    question_ms: float = 0.0
+    step_ms: list[float] = field(default_factory=list)
+    rows: int = 1  # rows of the batched forward that decoded it (its timings are the batch's)
 
 
 def eos_ids(model: PreTrainedModel) -> list[int]:
@@ -43,17 +48,22 @@ def greedy_decode(
     position_ids = torch.arange(
         start_position, start_position + feed_ids.shape[1], device=feed_ids.device
     ).unsqueeze(0)
+    started = time.perf_counter()
     out = model(input_ids=feed_ids, past_key_values=cache, position_ids=position_ids, logits_to_keep=1)
     first_logits = out.logits[0, -1]
     position = position_ids[:, -1:] + 1
     generated = [out.logits[0, -1].argmax()]
     stop_reason = "eos" if int(generated[-1]) in stop else "max_new_tokens"
+    question_ms, step_ms = 1000 * (time.perf_counter() - started), []
     for i in range(max_new_tokens - 1):
         if stop_reason == "eos":
             break
+        started = time.perf_counter()
         out = model(input_ids=generated[-1].view(1, 1), past_key_values=cache, position_ids=position + i)
         generated.append(out.logits[0, -1].argmax())
-        if int(generated[-1]) in stop:
+        if int(generated[-1]) in stop:  # int() waits for the device: the step's time is complete
             stop_reason = "eos"
+        step_ms.append(1000 * (time.perf_counter() - started))
     ids = [int(t) for t in generated]
-    return Generation(ids, tokenizer.decode(ids, skip_special_tokens=True), stop_reason, first_logits)
+    text = tokenizer.decode(ids, skip_special_tokens=True)
+    return Generation(ids, text, stop_reason, first_logits, question_ms, step_ms)

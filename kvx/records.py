@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -72,10 +73,13 @@ class Answer:
     stop_reason: str | None  # "eos" | "max_new_tokens"
     metrics: dict[str, float] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
+    #: what it cost (``kvx.costs``): KV bytes held when decoding started, timings; measured, so
+    #: never part of an identity or a validation check; None for external and older records
+    cost: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
-        for name in ("metrics", "details"):  # tasks without them write none
+        for name in ("metrics", "details", "cost"):  # tasks without them write none
             if not out[name]:
                 del out[name]
         return out
@@ -211,6 +215,48 @@ def dumps(records: Iterable[Record | dict[str, Any]]) -> str:
     return "".join(
         json.dumps(r.to_dict() if isinstance(r, Record) else r, ensure_ascii=False) + "\n" for r in records
     )
+
+
+def cost_metrics(records: list[dict[str, Any]]) -> dict[str, float]:
+    """What a cell's supported answers cost (``Answer.cost``): medians per record, and the bytes
+    its compressed caches held against their FullCache controls (sum over sum, so long sources
+    weigh as much as the memory they take) beside the nominal retained share. Values no record
+    has are omitted, never imputed; timings are this machine's (compare ratios within one run)."""
+    supported = [r for r in records if r["status"] == "supported"]
+    out: dict[str, float] = {}
+    for side, prefix in (("compressed", ""), ("full", "full_")):
+        costs = [r[side]["cost"] for r in supported if (r[side] or {}).get("cost")]
+        for name in COST_FIELDS[side]:
+            values = [c[name] for c in costs if c.get(name) is not None]
+            if values:
+                out[f"{prefix}{name}_median"] = float(statistics.median(values))
+    paired = [
+        (r["compressed"]["cost"]["kv_bytes"], r["full"]["cost"]["kv_bytes"])
+        for r in supported
+        if (r["compressed"] or {}).get("cost") and (r["full"] or {}).get("cost")
+    ]
+    if paired and sum(full for _, full in paired):
+        out["kv_bytes_ratio"] = sum(kv for kv, _ in paired) / sum(full for _, full in paired)
+    shares = [r["setting"].get("retained_share") for r in supported]
+    shares = [share for share in shares if share is not None]
+    if shares:
+        out["retained_share_nominal"] = float(statistics.median(shares))
+    return out
+
+
+#: the ``Answer.cost`` fields a cell reports medians of, per side
+COST_FIELDS = {
+    "compressed": (
+        "kv_bytes",
+        "masked_share",
+        "compress_s",
+        "prefill_s",
+        "question_ms",
+        "decode_ms_per_token",
+        "new_tokens",
+    ),
+    "full": ("kv_bytes", "question_ms", "decode_ms_per_token", "new_tokens"),
+}
 
 
 def cell_metrics(records: list[dict[str, Any]]) -> dict[str, float]:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+from helpers import unmeasured
 from kvpress import KnormPress, SnapKVPress, StreamingLLMPress, TOVAPress
 from transformers import pipeline
 
@@ -107,8 +108,10 @@ def test_uneven_layer_lengths_decode_on_per_layer_attention(tiny, engine):
 
 def test_no_compression_cell_is_the_control(tiny, engine):
     none = registry("compressor").get("none")()
-    records = as_dicts(engine.run_cell(cell("none", none, 0.0), tiny, progress=False))
+    measured = as_dicts(engine.run_cell(cell("none", none, 0.0), tiny, progress=False))
+    records = [unmeasured(r) for r in measured]
     assert all(r["full"] == r["compressed"] for r in records)
+    assert all(r["full"]["cost"]["kv_bytes"] == r["compressed"]["cost"]["kv_bytes"] for r in measured)
     assert {r["transition"] for r in records} <= {"C→C", "W→W"}
 
 

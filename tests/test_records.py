@@ -5,7 +5,7 @@ from __future__ import annotations
 import jsonschema
 import pytest
 
-from kvx.records import Answer, Record, cell_metrics, schema, validate
+from kvx.records import COST_FIELDS, Answer, Record, cell_metrics, schema, validate
 
 
 def rec(status, full=None, comp=None):
@@ -96,9 +96,15 @@ def test_record_model_and_schema_describe_the_same_fields():
     assert required == set(schema()["required"])
     answer_schema = schema()["$defs"]["answer"]
     assert {f.name for f in dataclasses.fields(Answer)} == set(answer_schema["properties"])
-    assert {f.name for f in dataclasses.fields(Answer) if f.default_factory is dataclasses.MISSING} == set(
-        answer_schema["required"]
-    )
+    optional = {f.name for f in dataclasses.fields(Answer) if not _no_default(f)}
+    assert {f.name for f in dataclasses.fields(Answer)} - optional == set(answer_schema["required"])
+    assert set(schema()["$defs"]["cost"]["properties"]) == {*COST_FIELDS["compressed"], "decode_rows"}
+
+
+def _no_default(f) -> bool:
+    import dataclasses
+
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
 
 
 def test_optional_fields_are_left_out_not_written_as_null():

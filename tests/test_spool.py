@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import unmeasured
 
 from kvx.pipeline.engine import Cell, Engine
 from kvx.records import as_dicts
@@ -33,8 +34,8 @@ def stopped_after(monkeypatch, sources: int) -> None:
     monkeypatch.setattr(Engine, "_batched", batched)
 
 
-def without_seconds(records):
-    return [{k: v for k, v in r.items() if k != "seconds"} for r in as_dicts(records)]
+def unmeasured_all(records):
+    return [unmeasured(r) for r in as_dicts(records)]
 
 
 def test_a_stopped_run_resumes_at_the_sources_it_reached(tiny, tmp_path, monkeypatch):
@@ -51,7 +52,7 @@ def test_a_stopped_run_resumes_at_the_sources_it_reached(tiny, tmp_path, monkeyp
     assert again.resumed == {ids[0]: 2, ids[1]: 2}
     assert again.prefills == 1  # only the source the first run did not reach
     fresh = Engine(tmp_path / "fresh", 2**30).run_cells(grid, tiny, progress=False)
-    assert [without_seconds(r) for r in got] == [without_seconds(r) for r in fresh]
+    assert [unmeasured_all(r) for r in got] == [unmeasured_all(r) for r in fresh]
     assert not list((tmp_path / "out" / "partial").glob("*"))  # complete: spools removed
 
 

@@ -19,6 +19,7 @@ quantized caches) or need another attention implementation are not batched (``ba
 
 from __future__ import annotations
 
+import time
 import types
 import weakref
 from collections.abc import Iterator
@@ -248,9 +249,11 @@ def greedy_decode_batch(
     saved = [[_state(layer) for layer in j.cache.layers] for j in jobs]
     buffers: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
     extra = [feed.shape[1] + j.max_new_tokens for j in jobs]
+    times: list[list[float]] = [[] for _ in range(n)]  # per row: each step's milliseconds
     try:
         with _rows(model):
             while active:
+                started = time.perf_counter()
                 caches = _RowCache([jobs[b].cache for b in active], active, buffers, extra)
                 out = model.model(
                     input_ids=ids, past_key_values=caches, position_ids=positions, use_cache=True
@@ -264,9 +267,12 @@ def greedy_decode_batch(
                 else:
                     tokens = head.argmax(hidden)
                 still = []
+                chosen = tokens.tolist()  # waits for the device: the step's time is complete
+                elapsed = 1000 * (time.perf_counter() - started)
                 for row, b in enumerate(active):
-                    token = int(tokens[row])
+                    token = chosen[row]
                     generated[b].append(token)
+                    times[b].append(elapsed)
                     if token in stop:
                         reasons[b] = "eos"
                     elif len(generated[b]) < jobs[b].max_new_tokens:
@@ -285,6 +291,6 @@ def greedy_decode_batch(
                     layer.__dict__.update(state)
         raise
     return [
-        Generation(g, tokenizer.decode(g, skip_special_tokens=True), r, f)
-        for g, r, f in zip(generated, reasons, firsts)
+        Generation(g, tokenizer.decode(g, skip_special_tokens=True), r, f, t[0], t[1:], n)
+        for g, r, f, t in zip(generated, reasons, firsts, times)
     ]

@@ -7,6 +7,7 @@ does not see the question, the compressed cache itself is built once (``Caches.s
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +38,7 @@ class SharedContext:
     layers: list[tuple[torch.Tensor, torch.Tensor]]
     retained: RetainedMap | None
     head_masks: list[Any]
+    seconds: float  # what compressing it took, reported by every source that reuses it
 
 
 @dataclass
@@ -128,6 +130,8 @@ class CompressedRun:
         self.start = 0
         self.decode_impl: str | None = compressor.attn_implementation
         self.first_logits: torch.Tensor | None = None
+        #: wall seconds of building the cache (a hook path's prefill included, a capture's not)
+        self.seconds = 0.0
         self._cache: Cache | None = None
         self._lengths: list[int] = []
         self._quantized: list[object] = []
@@ -148,19 +152,22 @@ class CompressedRun:
             for module, mask in zip(attention_layers(model), shared.head_masks):
                 module.masked_key_indices = mask
             self.retained = shared.retained
+            self.seconds = shared.seconds
         else:
             self.caches.compressions += 1
+            started = time.perf_counter()
             with attn_implementation(model, comp.attn_implementation):
                 if self.capture is not None:
                     cache = comp.compress_captured(model, self.capture, ratio)
                 else:
                     self.caches.prefills += 1
                     cache = comp.prefill(model, self.prefill_ids, ratio)
+            self.seconds = time.perf_counter() - started
             if key is not None and type(cache) is DynamicCache:  # quantized caches change as they decode
                 self.retained = comp.retained_map(model, cache, self.capture, ratio)
                 masks = [getattr(m, "masked_key_indices", None) for m in attention_layers(model)]
                 layers = [(layer.keys, layer.values) for layer in cache.layers]
-                shared_contexts[key] = SharedContext(layers, self.retained, masks)
+                shared_contexts[key] = SharedContext(layers, self.retained, masks, self.seconds)
                 while len(shared_contexts) > SHARED_CONTEXTS_KEPT:
                     shared_contexts.popitem(last=False)
         self._lengths = [cache.get_seq_length(i) for i in range(len(cache.layers))]

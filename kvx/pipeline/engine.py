@@ -25,6 +25,7 @@ from kvx.compressors import attention
 from kvx.compressors.base import Compressor, Setting
 from kvx.compressors.kvpress_adapter import attention_layers, clear_head_masks
 from kvx.controls import ControlStore, control_key
+from kvx.costs import cache_cost, decode_cost
 from kvx.diagnostics.base import Diagnostic
 from kvx.diagnostics.context import DiagnosticContext
 from kvx.errors import ConfigError, Unsupported
@@ -147,7 +148,9 @@ class Engine:
         if stored is not None:
             return stored
         capture = self.caches.capture(reader, prompt.context_ids)
-        answer = evaluate(cell.task, decode_control(reader, capture, prompt, cell.max_new_tokens), source)
+        gen = decode_control(reader, capture, prompt, cell.max_new_tokens)
+        answer = evaluate(cell.task, gen, source)
+        answer.cost = {**cache_cost(capture.full_cache()), **decode_cost(gen)}
         self.controls.put(key, answer.to_dict())
         return answer
 
@@ -426,9 +429,11 @@ class Engine:
         cell = jobs[0].cell
         key, full = self._stored_control(jobs[0].record.split, prompt, source)
         control: DecodeJob | None = None
+        control_cost: dict = {}
         try:
             if full is None:
                 control = self._control_job(reader, prompt, cell.max_new_tokens)
+                control_cost = cache_cost(control.cache)  # before decoding appends to it
         except Exception as exc:
             for job in jobs:
                 job.record.fail("error", f"FullCache control: {type(exc).__name__}: {exc}")
@@ -470,6 +475,7 @@ class Engine:
                 if isinstance(gen, Exception):
                     raise gen
                 full = evaluate(cell.task, gen, source)
+                full.cost = {**control_cost, **decode_cost(gen)}
                 self.controls.put(key, full.to_dict())
             except Exception as exc:
                 for job in jobs:
@@ -603,6 +609,12 @@ class Engine:
                 job.cache, job.run = compress(
                     self.caches, reader, cell.compressor, setting.ratio, job.prompt, cell.query_aware, tracer
                 )
+                capture = job.run.capture
+                job.cost = {  # the cache as decoding will find it
+                    **cache_cost(job.cache, reader.model),
+                    "compress_s": round(job.run.seconds, 4),
+                    "prefill_s": None if capture is None else round(capture.seconds, 4),
+                }
                 span.set_outputs(
                     {"cache_tokens": job.cache.get_seq_length(), "retained_share": setting.retained_share}
                 )
@@ -620,6 +632,7 @@ class Engine:
         except Exception as exc:  # recorded, counted, never scored as wrong
             record.fail("error", f"{type(exc).__name__}: {exc}")
             return
+        answer.cost = {**job.cost, **decode_cost(gen)} if job.cost is not None else None
         record.pair(record.full, answer)
         if cell.diagnostics:
             view = {
@@ -656,6 +669,7 @@ class _Job:
     cache: Cache | None = None
     run: CompressedRun | None = None
     masks: list | None = None  # AdaKV's per-head masks its compression set, for its own decode
+    cost: dict | None = None  # the compressed cache's bytes and build time (kvx.costs)
 
     @property
     def ok(self) -> bool:
