@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from kvx.aggregate import plots, report
+from kvx.aggregate.costs import frontier
 
 NAN = math.nan
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -40,6 +41,18 @@ def _matrix() -> pd.DataFrame:
         rows.append([task, "tiny", "think", "0.25", 0.25, 20, 0, 20, 0, NAN, NAN, 0, 0, 0, 0, 0, NAN])
         rows.append([task, "tiny", "quant", "4b", NAN, 20, 19, 0, 1, 0.8, 0.8, 16, 15, 1, 0, 3, 1 / 16])
     return pd.DataFrame(rows, columns=MATRIX_COLS)
+
+
+def _costs() -> pd.DataFrame:
+    cols = ["level", "task", "reader", "compressor", "setting", "retained_share", "n_supported",
+            "bytes_ratio", "kv_mib_median", "accuracy", "cw_rate"]  # fmt: skip
+    rows = [
+        ["task", "niah", "tiny", "FullCache", "", 1.0, 20, 1.0, 8.0, 0.85, NAN],
+        ["task", "niah", "tiny", "snapkv", "0.5", 0.5, 20, 0.52, 4.2, 0.65, 5 / 17],
+        ["task", "niah", "tiny", "quant", "4b", NAN, 19, 0.28, 2.2, 0.8, 1 / 16],
+        ["task", "niah", "tiny", "think", "0.25", 0.25, 0, NAN, NAN, NAN, NAN],  # left out of the frontier
+    ]
+    return pd.DataFrame(rows, columns=cols)
 
 
 def _matched() -> pd.DataFrame:
@@ -128,6 +141,8 @@ def _problems() -> pd.DataFrame:
 def tables() -> dict[str, pd.DataFrame]:
     return {
         "matrix": _matrix(),
+        "costs": _costs(),
+        "frontier": frontier(_costs()),
         "failures": _failures(),
         "categories": _categories(),
         "matched": _matched(),
@@ -159,6 +174,7 @@ def test_every_plot_writes_pngs(figures):
         _assert_pngs(paths)
     assert len(figures["heatmaps"]) == 3  # niah, qa, pooled x one reader
     assert figures["heatmaps"][-1].name == "heatmap_pooled_tiny.png"
+    assert [p.name for p in figures["frontier_plot"]] == ["frontier_niah_tiny.png"]
     assert len(figures["jaccard_heatmap"]) == 1  # one reader, one pair
     assert len(figures["category_bars"]) == 1  # niah x tiny, with the pooled bar
     assert len(figures["forest_plot"]) == 1

@@ -49,14 +49,21 @@ def _cell_counts(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return out
 
 
+def controls(rows: pd.DataFrame) -> pd.DataFrame:
+    """One FullCache control per source (the same answer in every cell): each source's first row with one."""
+    return rows.dropna(subset=["full_correct"]).drop_duplicates("unit")
+
+
 def _fullcache(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """One control per source (the same answer in every cell), so sources are de-duplicated."""
-    controls = rows.dropna(subset=["full_correct"]).drop_duplicates("unit")
-    out = controls.groupby(keys, sort=True).agg(
-        n_sources=("unit", "size"),
-        quality=("full_score", "mean"),
-        accuracy=("full_correct", "mean"),
-        n_fc=("full_correct", "sum"),
+    out = (
+        controls(rows)
+        .groupby(keys, sort=True)
+        .agg(
+            n_sources=("unit", "size"),
+            quality=("full_score", "mean"),
+            accuracy=("full_correct", "mean"),
+            n_fc=("full_correct", "sum"),
+        )
     )
     out = out.reset_index()
     out["compressor"], out["setting"] = "FullCache", ""
@@ -69,20 +76,27 @@ def family_label(family: str) -> str:
     return f"{family}/*"
 
 
+def levels(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The rows as each level of the matrix groups them: per task, then relabelled once per task family
+    of two or more tasks (``family``) and once over every task (``pooled``). Each relabels a copy, so
+    callers pass only the columns they need."""
+    out: list[tuple[str, pd.DataFrame]] = [("task", rows)]
+    families = rows[rows["task_family"] != ""].groupby("task_family", sort=True)["task"].nunique()
+    for family in families[families > 1].index:
+        out.append(("family", rows[rows["task_family"] == family].assign(task=family_label(family))))
+    if rows["task"].nunique() > 1:
+        out.append(("pooled", rows.assign(task=POOLED)))
+    return out
+
+
 def matrix(rows: pd.DataFrame) -> pd.DataFrame:
     """Per task x reader x compressor x setting, plus FullCache rows and source-weighted pools: one per
     task family of two or more tasks (``level`` family, between its tasks and the pooled rows) and one
     over every task (``level`` pooled)."""
     needed = [*CELL, "ratio", "task_family", "status", "comp_score", "comp_correct", "transition"]
     rows = rows[needed + ["unit", "full_score", "full_correct"]]  # the pools relabel a copy of these only
-    levels: list[tuple[str, pd.DataFrame]] = [("task", rows)]
-    families = rows[rows["task_family"] != ""].groupby("task_family", sort=True)["task"].nunique()
-    for family in families[families > 1].index:
-        levels.append(("family", rows[rows["task_family"] == family].assign(task=family_label(family))))
-    if rows["task"].nunique() > 1:
-        levels.append(("pooled", rows.assign(task=POOLED)))
     parts = []
-    for level, frame in levels:
+    for level, frame in levels(rows):
         parts += [
             _fullcache(frame, ["task", "reader"]).assign(level=level),
             _cell_counts(frame, CELL).assign(level=level),

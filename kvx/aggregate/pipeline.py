@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 from kvx.aggregate.audit import audit, with_families
 from kvx.aggregate.cells import label_cells, with_varying
 from kvx.aggregate.contrast import contrast
+from kvx.aggregate.costs import costs, frontier
 from kvx.aggregate.intervention import intervention
 from kvx.aggregate.matched import matched
 from kvx.aggregate.matrix import categories, failures, matrix
@@ -113,7 +114,11 @@ def analyse(
 
     if not rows.empty:
         put("matched", matched(rows, metrics))  # first: its one small-multiples figure takes longest
-        put("matrix", with_varying(matrix(rows), rows, validated.cells, keys))
+        by_cell = matrix(rows)
+        put("matrix", with_varying(by_cell, rows, validated.cells, keys))
+        cost = costs(rows, by_cell)
+        put("costs", with_varying(cost, rows, validated.cells, keys))
+        put("frontier", frontier(cost))
         put("failures", failures(rows, metrics))
         put("categories", categories(rows))
         put("separation", separation(rows, metrics, options.n_boot, options.seed))

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from matplotlib import colormaps
+from matplotlib import colormaps, ticker
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import Normalize
@@ -28,6 +28,7 @@ from kvx.diagnostics.categories import CATEGORIES
 __all__ = [
     "category_bars",
     "forest_plot",
+    "frontier_plot",
     "heatmaps",
     "jaccard_heatmap",
     "order_settings",
@@ -226,6 +227,71 @@ def contrast_plot(contrast: pd.DataFrame, out: Path) -> list[Path]:
 
 
 _LINE_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">")
+_FRONTIER_PANELS = (
+    ("accuracy", "(A) accuracy, higher is better", "accuracy (%)"),
+    ("cw_rate", "(B) C→W rate, lower is better", "C→W rate (%), C→W / n_FC"),
+)
+
+
+def frontier_plot(frontier: pd.DataFrame, out: Path) -> list[Path]:
+    """Accuracy and C→W rate against the measured KV bytes ratio, one figure per task x reader: each
+    compressor one color and marker, its settings labelled points, FullCache a star at 1. The Pareto
+    front is a step line through ringed points: what the best method achieves with at most that many
+    bytes. Rows left out (no cost data) are counted in the title and listed in the frontier table.
+    """
+    if frontier.empty:
+        return []
+    paths = []
+    for (task, reader), group in _groups(_tasks_pooled_last(frontier), ["task", "reader"]):
+        placed = group[group["left_out"] == ""]
+        methods = sorted(set(placed["compressor"]) - {"FullCache"})
+        if not methods:
+            continue
+        styles = {
+            m: (_LINE_COLORS[i % len(_LINE_COLORS)], _MARKERS[i % len(_MARKERS)])
+            for i, m in enumerate(methods)
+        }
+        fig, axes = _figure(13.0, 5.5, ncols=2)
+        for ax, (metric, title, label) in zip(axes, _FRONTIER_PANELS, strict=True):
+            _front_panel(ax, placed[placed["metric"] == metric], styles)
+            ax.set_title(title, fontsize=10)
+            ax.set_ylabel(label)
+        left = group.loc[group["left_out"] != "", ["compressor", "setting"]].drop_duplicates()
+        note = f"\n{len(left)} row(s) left out, see the frontier table" if len(left) else ""
+        fig.suptitle(f"{task} · {reader}: accuracy and C→W rate vs KV bytes{note}", fontsize=10)
+        paths.append(_save(fig, out / f"{_slug('frontier', task, reader)}.png"))
+    return paths
+
+
+def _front_panel(ax: Axes, points: pd.DataFrame, styles: Mapping[str, tuple[str, str]]) -> None:
+    for compressor, rows in points.groupby("compressor", sort=True):
+        x, y = rows["bytes_ratio"].to_numpy(float), 100 * rows["rate"].to_numpy(float)
+        if compressor == "FullCache":
+            ax.scatter(x, y, marker="*", s=180, color="black", label="FullCache", zorder=4)
+            continue
+        color, marker = styles[str(compressor)]
+        ax.scatter(x, y, marker=marker, s=40, color=color, label=str(compressor), zorder=3)
+        for xi, yi, setting in zip(x, y, rows["setting"].astype(str), strict=True):
+            ax.annotate(setting, (xi, yi), xytext=(5, 4), textcoords="offset points", fontsize=7, color=color)
+    front = points[points["on_front"].to_numpy(dtype=bool, na_value=False)]
+    front = front.sort_values(["bytes_ratio", "rate"], kind="stable")
+    x, y = front["bytes_ratio"].to_numpy(float), 100 * front["rate"].to_numpy(float)
+    ax.step(x, y, where="post", color="gray", linewidth=1.2, zorder=2, label="Pareto front")
+    ring = {"s": 150, "facecolors": "none", "edgecolors": "black", "linewidths": 1.2, "zorder": 5}
+    ax.scatter(x, y, label="on the front", **ring)
+    ratios = points["bytes_ratio"]
+    if (ratios > 0).all():  # a log axis, in plain numbers; a decade or less also labels its minor ticks
+        ax.set_xscale("log")
+        plain = ticker.FuncFormatter(lambda value, _: f"{value:g}")
+        ax.xaxis.set_major_formatter(plain)
+        ax.xaxis.set_minor_formatter(plain if ratios.max() <= 10 * ratios.min() else ticker.NullFormatter())
+        ax.tick_params(axis="x", which="minor", labelsize=7)
+    ax.set_xlabel("KV bytes held at decoding start, compressed / FullCache")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="best")
+
+
 _RANK_COLUMNS = (
     ("P1-strict", "p1_strict_rank"),
     ("P1-loose", "p1_loose_rank"),
@@ -287,6 +353,7 @@ PLOTS: dict[str, tuple[str, Callable[[pd.DataFrame, Path], list[Path]]]] = {
     "jaccard_heatmap": ("matched", jaccard_heatmap),
     "category_bars": ("categories", category_bars),
     "forest_plot": ("separation", forest_plot),
+    "frontier_plot": ("frontier", frontier_plot),
     "reader_scaling": ("audit_readers", reader_scaling),
     "contrast_plot": ("contrast", contrast_plot),
 }
@@ -300,6 +367,7 @@ OPTIONAL_PLOTS: dict[str, tuple[str, Callable[[pd.DataFrame, Path], list[Path]]]
 #: figures can be drawn in parallel processes (functions not named here draw from their whole frame)
 SPLIT: dict[str, list[str]] = {
     "heatmaps": ["task", "reader"],
+    "frontier_plot": ["task", "reader"],
     "jaccard_heatmap": ["reader"],
     "reader_scaling": ["task", "evidence", "compressor", "setting", "metric"],
     "contrast_plot": ["task", "reader", "anchor", "structural"],

@@ -76,6 +76,29 @@ SECTIONS: tuple[Section, ...] = (
         "no matrix cells in the selected runs",
     ),
     Section(
+        "costs",
+        "Costs & accuracy–cost frontier",
+        "Timings are noisy on shared machines: they are recorded, never used to identify or validate "
+        "anything, and only ratios within one run are comparable. The costs table has one row per matrix "
+        "row. bytes_ratio = Σ compressed / Σ FullCache KV bytes over the supported records reporting both "
+        "(n_bytes), the cache held when decoding starts with quantization scales, zeros and residuals "
+        "included and masked entries counted as held; retained_share is the setting's nominal share. The "
+        "_median columns are medians over supported records (FullCache rows: over their controls, one per "
+        "source): KV MiB compressed and FullCache, masked_share (held bytes masked or zeroed rather than "
+        "removed), compress_s (building the compressed cache, a shared full prefill excluded), prefill_s "
+        "(that full prefill; N/A where a hook compresses inside it), question_ms, decode_ms_per_token "
+        "(steps after the first token), decode_rows (rows of the batch that decoded it, whose timings its "
+        "rows share) and new_tokens. accuracy and cw_rate are the matrix's. The frontier places each row "
+        "at its bytes_ratio (log axis) against accuracy and the C→W rate, FullCache at 1 with C→W 0; "
+        "on_front marks points no other point beats with no more bytes (equal points both stay), drawn as "
+        "a step line through ringed points. Rows that cannot be placed, such as records without cost "
+        "data, are listed with the reason in left_out and never drawn; missing costs are N/A, never "
+        "imputed.",
+        ("frontier_plot",),
+        ("costs", "frontier"),
+        "no matrix cells in the selected runs",
+    ),
+    Section(
         "failures",
         "Failure sets & categories",
         "A failure row is a source the FullCache control answered correctly and the compressor answered "

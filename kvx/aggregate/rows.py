@@ -26,6 +26,10 @@ INTERVENTION_FIELDS = (
     "degraded_evidence",
     "degraded_sham",
 )
+#: the ``cost`` fields of an answer, projected as ``full_<field>`` and ``comp_<field>``
+ANSWER_COSTS = ("kv_bytes", "masked_share", "question_ms", "decode_ms_per_token", "new_tokens", "decode_rows")
+#: the ``cost`` fields only a compressed answer has, projected as ``comp_<field>``
+COMPRESSION_COSTS = ("compress_s", "prefill_s")
 NAN = float("nan")
 UNKNOWN = "unknown"  # the label of a field an external record leaves unknown (never a made-up value)
 
@@ -163,6 +167,7 @@ def project(
         "split": record.get("split", ""),
         "compressor": record["compressor"],
         "ratio": ratio,
+        "retained_share": _number(setting.get("retained_share")),
         "setting": setting_label(setting),
         "cell_id": record["cell"]["id"],
         "seed": UNKNOWN if record["seed"] is None else str(record["seed"]),
@@ -185,7 +190,13 @@ def project(
                 conflicts.add((diag, value))
             row[f"{diag}.{value}"] = _number(result.get("values", {}).get(value)) if ok else NAN
     row.update(_transform_fields(record))
-    for prefix, answer in (("full_", full), ("comp_", comp)):
+    for prefix, answer, fields in (
+        ("full_", full, ANSWER_COSTS),
+        ("comp_", comp, ANSWER_COSTS + COMPRESSION_COSTS),
+    ):
+        cost = answer.get("cost") or {}  # absent in older and external records: NaN, never imputed
+        for name in fields:
+            row[f"{prefix}{name}"] = _number(cost.get(name))
         for name, value in (answer.get("metrics") or {}).items():
             row[f"{prefix}m.{name}"] = _number(value)
         for name, value in (answer.get("details") or {}).items():

@@ -25,6 +25,7 @@ from kvx.diagnostics.likelihood import Likelihood
 from kvx.identity import digest
 from kvx.records import Answer, Record, cell_metrics, dumps
 
+N_CONTEXT, N_QUESTION = 1000, 40  # tokens of every synthetic prompt
 RISK = {
     name: cls.risk
     for name, cls in (("coverage", Coverage), ("likelihood", Likelihood), ("attention", Attention))
@@ -51,11 +52,53 @@ def _hash(*parts: object) -> str:
     return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()
 
 
+def _rng(*parts: object) -> np.random.Generator:
+    """A stream of its own, so adding draws from it leaves every other synthetic value unchanged."""
+    return np.random.default_rng(int(_hash(*parts)[:8], 16))
+
+
 def _answer(correct: bool, rng: np.random.Generator) -> Answer:
     tokens = rng.integers(0, 49152, 24).tolist()
     output = "The special magic number is 4963732." if correct else f"I think it is {int(rng.integers(1e6))}."
     score = 1.0 if correct else float(rng.choice([0.0, 0.5]))
     return Answer(output, output.lower(), score, correct, tokens, "eos")
+
+
+#: KV bytes per token of a SmolLM2-135M-like reader: K and V x 30 layers x 3 KV heads x 64 dims x 2 bytes
+BYTES_PER_TOKEN = 2 * 30 * 3 * 64 * 2
+#: compressors that mask or zero what they drop, keeping it in memory: the share of each held byte
+#: they can mask (ThinK zeroes key channels only, AdaKV masks whole positions per head)
+MASKING = {"think": 0.5, "adakv": 1.0}
+HOOKED = ("think", "adakv")  # compress inside their own prefill: no separate full prefill time
+
+
+def _full_cost(rng: np.random.Generator, tokens: int) -> dict[str, Any]:
+    return {
+        "kv_bytes": tokens * BYTES_PER_TOKEN,
+        "masked_share": 0.0,
+        "question_ms": float(rng.gamma(20.0, 1.8)),
+        "decode_ms_per_token": float(rng.gamma(30.0, 0.7)),
+        "new_tokens": 24,
+        "decode_rows": int(rng.choice([1, 4])),
+    }
+
+
+def _compressed_cost(
+    rng: np.random.Generator, compressor: str, ratio: float, context: int, question: int
+) -> dict[str, Any]:
+    """Token-dropping compressors hold the share they keep; masking ones hold every token."""
+    masking = MASKING.get(compressor)
+    kept = context if masking is not None else round(ratio * context)
+    return {
+        "kv_bytes": (kept + question) * BYTES_PER_TOKEN,
+        "masked_share": 0.0 if masking is None else masking * (1 - ratio) * context / (context + question),
+        "compress_s": float(rng.gamma(10.0, 0.004)),
+        "prefill_s": None if compressor in HOOKED else float(rng.gamma(20.0, 0.008)),
+        "question_ms": float(rng.gamma(20.0, 1.5)),
+        "decode_ms_per_token": float(rng.gamma(30.0, 0.6)),
+        "new_tokens": 24,
+        "decode_rows": int(rng.choice([1, 4])),
+    }
 
 
 def split_key(grid: Grid, task: str, reader: str) -> str:
@@ -172,9 +215,12 @@ def cell_records(grid: Grid, task: str, reader: str, compressor: str, ratio: flo
         full_rng = np.random.default_rng(int(_hash(task, reader, i, grid.seed)[:8], 16))
         full_ok = bool(full_rng.random() < (0.85 if reader == grid.readers[0] else 0.7))
         full = _answer(full_ok, full_rng)
+        full.cost = _full_cost(_rng("cost", task, reader, i, grid.seed), N_CONTEXT + N_QUESTION)
         rng = np.random.default_rng(int(_hash(task, reader, compressor, ratio, i, grid.seed)[:8], 16))
         comp_ok = bool(rng.random() > difficulty + (0.5 - ratio)) if full_ok else bool(rng.random() < 0.1)
         comp = _answer(comp_ok, rng)
+        cost_rng = _rng("cost", task, reader, compressor, ratio, i, grid.seed)
+        comp.cost = _compressed_cost(cost_rng, compressor, ratio, N_CONTEXT, N_QUESTION)
         record = ratio_record(
             task,
             source_id,
@@ -184,8 +230,8 @@ def cell_records(grid: Grid, task: str, reader: str, compressor: str, ratio: flo
             grid.seed,
             references=["4963732"],
             prompt_hash=_hash("prompt", task, reader, i, grid.seed),
-            n_context_tokens=1000,
-            n_question_tokens=40,
+            n_context_tokens=N_CONTEXT,
+            n_question_tokens=N_QUESTION,
             config_hash=_hash("cell", task, reader, compressor, ratio)[:16],
             versions={"kvx": "0.1.0"},
             query_aware=False,

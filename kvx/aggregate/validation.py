@@ -73,6 +73,8 @@ def nonfinite_paths(node: Any, path: str = "") -> list[str]:
 
 #: fields whose non-finite value makes the record unusable (a NaN diagnostic value only drops that value)
 OUTCOME_PREFIXES = ("full.", "compressed.", "setting.", "seconds")
+#: measured costs inside the answers: a non-finite one only drops that value (timings never decide a record)
+COST_PREFIXES = ("full.cost.", "compressed.cost.")
 
 
 Columns = dict[str, Any]  # one batch's rows: column -> numpy array, or a Categorical for text
@@ -254,7 +256,7 @@ def check_batch(batch: Batch, out: Validated) -> None:
             out.problems.append(Problem("schema", "error", batch.origin, key, message))
             continue
         bad = nonfinite_paths(record) if odd else []
-        fatal = [p for p in bad if p.startswith(OUTCOME_PREFIXES)]
+        fatal = [p for p in bad if p.startswith(OUTCOME_PREFIXES) and not p.startswith(COST_PREFIXES)]
         if bad:
             effect = "record left out" if fatal else "those values are treated as missing, not imputed"
             out.problems.append(
