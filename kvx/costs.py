@@ -66,7 +66,8 @@ def masked_bytes(cache: Cache, model: PreTrainedModel) -> int:
         masked = getattr(modules[idx], "masked_key_indices", None) if idx < len(modules) else None
         if masked is not None:
             total += int(masked[2].numel()) * row
-        if keys.shape[-2] > 1:
+        # a channel zero at every position is zero at the first: only then read them all
+        if keys.shape[-2] > 1 and bool((keys[..., 0, :] == 0).any()):
             zero_channels = int((keys == 0).all(dim=-2).sum())
             total += zero_channels * keys.shape[-2] * keys.element_size()
     return total

@@ -62,7 +62,7 @@ class PeakMemory:
     thread read every ``interval`` seconds while the block ran (a spike shorter than that can be
     missed)."""
 
-    def __init__(self, interval: float = 0.02) -> None:
+    def __init__(self, interval: float = 0.05) -> None:
         self.interval = interval
         self.bytes = 0
         self._stop = threading.Event()
