@@ -54,11 +54,12 @@ class ControlStore:
         self.corrupt += 1
         log.warning("%s %s; moved to %s and recomputed", path, problem, aside.name)
 
-    def put(self, key: str, answer: dict[str, Any]) -> None:
+    def put(self, key: str, answer: dict[str, Any], computed: bool = True) -> None:
+        """Store an answer; ``computed=False`` when it only completes a stored one (not counted)."""
         path = self.path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         with os.fdopen(fd, "w") as fh:
             json.dump(answer, fh)
         os.replace(tmp, path)  # atomic: parallel jobs never read half a file
-        self.computed += 1
+        self.computed += computed

@@ -134,6 +134,17 @@ def test_records_without_cost_are_nan_and_left_out_of_the_frontier(tmp_path: Pat
     assert frontier_plot(t["frontier"], tmp_path / "figures") == []  # nothing placed: no figure
 
 
+def test_fullcache_bytes_come_from_any_cell_whose_control_has_them(tmp_path: Path) -> None:
+    """One control per source, the same answer in every cell: a cell run before costs were recorded
+    (listed first) must not hide the bytes a later cell's copy of it carries."""
+    records = [rec(source=f"s{i}") for i in range(2)]  # older cell: no cost anywhere
+    records += [
+        costed(rec(source=f"s{i}", comp="tova"), compressed_cost(MIB), cost(4 * MIB)) for i in range(2)
+    ]
+    full = cost_row(run(write(tmp_path, records)).tables["costs"], "FullCache", "")
+    assert (full.n_bytes, full.bytes_ratio, full.full_kv_mib_median) == (2, 1.0, 4.0)
+
+
 # ---------------------------------------------------------------------------------- the frontier
 
 

@@ -3,6 +3,7 @@ against the formula of each kind of compressor by hand; the cost every record an
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -181,3 +182,24 @@ def test_peak_memory_sees_the_block_and_keeps_the_process_peak() -> None:
         time.sleep(0.1)
         del block
     assert 32 * 2**20 < small.bytes < peak.bytes and _hwm() >= peak.bytes
+
+
+def test_a_control_stored_without_cost_gets_its_bytes_from_the_capture(tiny, tmp_path) -> None:
+    """Controls decoded before answers carried costs are reused as they are; the FullCache bytes
+    come from the capture the compression made (timings stay unknown), and are stored back."""
+    Engine(tmp_path, 2**30).run_cells([cell("snapkv")], tiny, progress=False)
+    stored = list((tmp_path / "controls").rglob("*.json"))
+    assert stored
+    for path in stored:  # as an older kvx wrote them
+        answer = json.loads(path.read_text())
+        del answer["cost"]
+        path.write_text(json.dumps(answer))
+    again = Engine(tmp_path, 2**30)
+    rows = as_dicts(again.run_cells([cell("tova")], tiny, progress=False)[0])
+    assert again.controls.computed == 0  # reused, not decoded again
+    for record in rows:
+        n = record["n_context_tokens"]
+        assert record["full"]["cost"] == {"kv_bytes": LAYERS * 2 * KV_HEADS * n * HEAD_DIM * F32}
+        validate(record)
+    assert all(json.loads(p.read_text())["cost"] for p in stored)
+    assert "kv_bytes_ratio" in cost_metrics(rows)

@@ -121,7 +121,8 @@ def _compressed(frame: pd.DataFrame) -> pd.DataFrame:
 def _fullcache(frame: pd.DataFrame) -> pd.DataFrame:
     """FullCache per task and reader: it keeps everything, so its share and bytes ratio are 1 (the ratio
     only where a control reports its bytes)."""
-    ctl = controls(frame)
+    # a source's control is one answer in every cell; a cell run before costs were recorded lacks its bytes
+    ctl = controls(frame.sort_values("full_kv_bytes", na_position="last", kind="stable"))
     keys = ["task", "reader"]
     out = _medians(ctl, keys, 1).join(ctl.groupby(keys, sort=True)["full_kv_bytes"].count().rename("n_bytes"))
     out["bytes_ratio"] = np.where(out["n_bytes"] > 0, 1.0, np.nan)

@@ -70,6 +70,11 @@ class Caches:
             self.held[key] = capture
         return capture
 
+    def captured(self, reader: LoadedReader, ids: torch.Tensor) -> Capture | None:
+        """The capture of ``ids`` if one is in memory; never prefills."""
+        key = (reader.key, ids_digest(ids))
+        return (self.held or {}).get(key) or self.captures.get(key)
+
     def drop_held(self, shared: bool) -> None:
         """Forget the source in progress's captures now (and its shared compressed contexts with
         ``shared``): what still uses their tensors keeps them, until it lets go."""

@@ -146,13 +146,23 @@ class Engine:
         """The FullCache answer of one source: from the store, or decoded once and stored."""
         key, stored = self._stored_control(split, prompt, source)
         if stored is not None:
-            return stored
+            return self._with_bytes(key, stored, reader, prompt)
         capture = self.caches.capture(reader, prompt.context_ids)
         gen = decode_control(reader, capture, prompt, cell.max_new_tokens)
         answer = evaluate(cell.task, gen, source)
         answer.cost = {**cache_cost(capture.full_cache()), **decode_cost(gen)}
         self.controls.put(key, answer.to_dict())
         return answer
+
+    def _with_bytes(self, key: str, full: Answer, reader: LoadedReader, prompt: Prompt) -> Answer:
+        """A stored control decoded before answers carried their cost gets its FullCache bytes from
+        the capture in memory, if there is one (stored back; its timings stay unknown), so the
+        cells reusing it still have a bytes ratio."""
+        capture = self.caches.captured(reader, prompt.context_ids) if full.cost is None else None
+        if capture is not None:
+            full.cost = cache_cost(capture.full_cache())
+            self.controls.put(key, full.to_dict(), computed=False)
+        return full
 
     def _stored_control(self, split: str, prompt: Prompt, source: Source) -> tuple[str, Answer | None]:
         """The control store's key for one source and its stored answer, if any."""
@@ -460,6 +470,8 @@ class Engine:
             else:
                 job.masks = [getattr(m, "masked_key_indices", None) for m in attention_layers(model)]
                 alone.append(job)
+        if full is not None:  # the compressions have captured the prefill, if any needs it
+            full = self._with_bytes(key, full, reader, prompt)
         if release and all(j.cache is not None and not j.cell.diagnostics for j in together + alone):
             self.caches.drop_held(shared=not keep_shared)
             for job in jobs:
