@@ -262,7 +262,8 @@ def _compute(group: list[_CellRun]) -> dict[str, float]:
     metrics: dict[str, float] = {}
     for i, (cell_run, records, tracer) in enumerate(zip(group, results, tracers)):
         tracer.flush()
-        metrics = {**cell_metrics(as_dicts(records)), **cost_metrics(as_dicts(records))}
+        rows = as_dicts(records)
+        metrics = {**cell_metrics(rows), **cost_metrics(rows)}
         metrics["peak_rss_mib"] = peak.bytes / 2**20
         metrics["controls_computed"] = computed if i == 0 else 0  # the split's controls, counted once
         metrics["traced_sources"] = tracer.traced
@@ -270,7 +271,7 @@ def _compute(group: list[_CellRun]) -> dict[str, float]:
         decodes = eng.decodes.pop(cell_run.identity.id, {})
         metrics["decoded_batched"] = decodes.get("batched", 0)
         metrics["decoded_alone"] = sum(n for how, n in decodes.items() if how != "batched")
-        cell_run.finish(as_dicts(records), metrics, reader, sorted(h for h in decodes if h != "batched"))
+        cell_run.finish(rows, metrics, reader, sorted(h for h in decodes if h != "batched"))
         FINISHED_HERE += 1
         log.info("%s: %s", cell_run.name, json.dumps({k: round(v, 4) for k, v in metrics.items()}))
     return metrics

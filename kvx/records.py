@@ -217,6 +217,11 @@ def dumps(records: Iterable[Record | dict[str, Any]]) -> str:
     )
 
 
+#: the ``Answer.cost`` fields of any answer (``kvx.costs``), and those only a compressed one has
+ANSWER_COSTS = ("kv_bytes", "masked_share", "question_ms", "decode_ms_per_token", "new_tokens", "decode_rows")
+COMPRESSION_COSTS = ("compress_s", "prefill_s")
+
+
 def cost_metrics(records: list[dict[str, Any]]) -> dict[str, float]:
     """What a cell's supported answers cost (``Answer.cost``): medians per record, and the bytes
     its compressed caches held against their FullCache controls (sum over sum, so long sources
@@ -224,9 +229,12 @@ def cost_metrics(records: list[dict[str, Any]]) -> dict[str, float]:
     has are omitted, never imputed; timings are this machine's (compare ratios within one run)."""
     supported = [r for r in records if r["status"] == "supported"]
     out: dict[str, float] = {}
-    for side, prefix in (("compressed", ""), ("full", "full_")):
+    for side, prefix, fields in (
+        ("compressed", "", ANSWER_COSTS + COMPRESSION_COSTS),
+        ("full", "full_", ANSWER_COSTS),
+    ):
         costs = [r[side]["cost"] for r in supported if (r[side] or {}).get("cost")]
-        for name in COST_FIELDS[side]:
+        for name in fields:
             values = [c[name] for c in costs if c.get(name) is not None]
             if values:
                 out[f"{prefix}{name}_median"] = float(statistics.median(values))
@@ -242,21 +250,6 @@ def cost_metrics(records: list[dict[str, Any]]) -> dict[str, float]:
     if shares:
         out["retained_share_nominal"] = float(statistics.median(shares))
     return out
-
-
-#: the ``Answer.cost`` fields a cell reports medians of, per side
-COST_FIELDS = {
-    "compressed": (
-        "kv_bytes",
-        "masked_share",
-        "compress_s",
-        "prefill_s",
-        "question_ms",
-        "decode_ms_per_token",
-        "new_tokens",
-    ),
-    "full": ("kv_bytes", "question_ms", "decode_ms_per_token", "new_tokens"),
-}
 
 
 def cell_metrics(records: list[dict[str, Any]]) -> dict[str, float]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jsonschema
 import pytest
 
-from kvx.records import COST_FIELDS, Answer, Record, cell_metrics, schema, validate
+from kvx.records import ANSWER_COSTS, COMPRESSION_COSTS, Answer, Record, cell_metrics, schema, validate
 
 
 def rec(status, full=None, comp=None):
@@ -98,7 +98,7 @@ def test_record_model_and_schema_describe_the_same_fields():
     assert {f.name for f in dataclasses.fields(Answer)} == set(answer_schema["properties"])
     optional = {f.name for f in dataclasses.fields(Answer) if not _no_default(f)}
     assert {f.name for f in dataclasses.fields(Answer)} - optional == set(answer_schema["required"])
-    assert set(schema()["$defs"]["cost"]["properties"]) == {*COST_FIELDS["compressed"], "decode_rows"}
+    assert set(schema()["$defs"]["cost"]["properties"]) == {*ANSWER_COSTS, *COMPRESSION_COSTS}
 
 
 def _no_default(f) -> bool:

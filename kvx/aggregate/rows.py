@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from kvx.diagnostics.categories import READS, categorize, category_row
+from kvx.records import ANSWER_COSTS, COMPRESSION_COSTS
 
 VALID = ("measured", "projected", "structural")
 INTERVENTION_FIELDS = (
@@ -26,10 +27,6 @@ INTERVENTION_FIELDS = (
     "degraded_evidence",
     "degraded_sham",
 )
-#: the ``cost`` fields of an answer, projected as ``full_<field>`` and ``comp_<field>``
-ANSWER_COSTS = ("kv_bytes", "masked_share", "question_ms", "decode_ms_per_token", "new_tokens", "decode_rows")
-#: the ``cost`` fields only a compressed answer has, projected as ``comp_<field>``
-COMPRESSION_COSTS = ("compress_s", "prefill_s")
 NAN = float("nan")
 UNKNOWN = "unknown"  # the label of a field an external record leaves unknown (never a made-up value)
 
