@@ -69,13 +69,11 @@ BYTES_PER_TOKEN = 2 * 30 * 3 * 64 * 2
 #: compressors that mask or zero what they drop, keeping it in memory: the share of each held byte
 #: they can mask (ThinK zeroes key channels only, AdaKV masks whole positions per head)
 MASKING = {"think": 0.5, "adakv": 1.0}
-HOOKED = ("think", "adakv")  # compress inside their own prefill: no separate full prefill time
 
 
 def _full_cost(rng: np.random.Generator, tokens: int) -> dict[str, Any]:
     return {
         "kv_bytes": tokens * BYTES_PER_TOKEN,
-        "masked_share": 0.0,
         "question_ms": float(rng.gamma(20.0, 1.8)),
         "decode_ms_per_token": float(rng.gamma(30.0, 0.7)),
         "new_tokens": 24,
@@ -83,17 +81,16 @@ def _full_cost(rng: np.random.Generator, tokens: int) -> dict[str, Any]:
     }
 
 
-def _compressed_cost(
-    rng: np.random.Generator, compressor: str, ratio: float, context: int, question: int
-) -> dict[str, Any]:
-    """Token-dropping compressors hold the share they keep; masking ones hold every token."""
+def _compressed_cost(rng: np.random.Generator, compressor: str, ratio: float, context: int) -> dict[str, Any]:
+    """Token-dropping compressors hold the share of the context they keep; masking ones hold every
+    token (the question is fed after the cache, as in a context-only run)."""
     masking = MASKING.get(compressor)
     kept = context if masking is not None else round(ratio * context)
     return {
-        "kv_bytes": (kept + question) * BYTES_PER_TOKEN,
-        "masked_share": 0.0 if masking is None else masking * (1 - ratio) * context / (context + question),
+        "kv_bytes": kept * BYTES_PER_TOKEN,
+        "masked_share": 0.0 if masking is None else masking * (1 - ratio),
         "compress_s": float(rng.gamma(10.0, 0.004)),
-        "prefill_s": None if compressor in HOOKED else float(rng.gamma(20.0, 0.008)),
+        "prefill_s": float(rng.gamma(20.0, 0.008)),
         "question_ms": float(rng.gamma(20.0, 1.5)),
         "decode_ms_per_token": float(rng.gamma(30.0, 0.6)),
         "new_tokens": 24,
@@ -215,12 +212,12 @@ def cell_records(grid: Grid, task: str, reader: str, compressor: str, ratio: flo
         full_rng = np.random.default_rng(int(_hash(task, reader, i, grid.seed)[:8], 16))
         full_ok = bool(full_rng.random() < (0.85 if reader == grid.readers[0] else 0.7))
         full = _answer(full_ok, full_rng)
-        full.cost = _full_cost(_rng("cost", task, reader, i, grid.seed), N_CONTEXT + N_QUESTION)
+        full.cost = _full_cost(_rng("cost", task, reader, i, grid.seed), N_CONTEXT)
         rng = np.random.default_rng(int(_hash(task, reader, compressor, ratio, i, grid.seed)[:8], 16))
         comp_ok = bool(rng.random() > difficulty + (0.5 - ratio)) if full_ok else bool(rng.random() < 0.1)
         comp = _answer(comp_ok, rng)
         cost_rng = _rng("cost", task, reader, compressor, ratio, i, grid.seed)
-        comp.cost = _compressed_cost(cost_rng, compressor, ratio, N_CONTEXT, N_QUESTION)
+        comp.cost = _compressed_cost(cost_rng, compressor, ratio, N_CONTEXT)
         record = ratio_record(
             task,
             source_id,
