@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from kvx.aggregate.synthetic import Grid, log_sweep, write_records
+from kvx.testing.synthetic import Grid, log_sweep, write_records
 
 METHODS = ("streaming_llm", "snapkv", "tova", "keydiff", "think", "chunkkv", "adakv", "hqq")
 RULER = ("niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe")

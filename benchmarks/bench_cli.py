@@ -53,9 +53,9 @@ def kvpress_worker(rows_path: str, out_path: str, presses: list[str], ratios: li
     import kvpress  # noqa: F401 - registers the kv-press-text-generation pipeline
     from transformers import pipeline
 
-    from kvx.readers.base import load_reader
+    from kvx.core.registry import registry
+    from kvx.modeling.reader import load_reader
     from kvx.readers.embedded import SmolLM2
-    from kvx.registry import registry
 
     reader = load_reader("smollm2", SmolLM2())
     pipe = pipeline("kv-press-text-generation", model=reader.model, tokenizer=reader.tokenizer, device="cpu")
@@ -77,7 +77,7 @@ def write_rows(path: Path, context_tokens: int, n_sources: int) -> int:
     """RULER niah_single sources as JSONL rows; returns the longest prompt in SmolLM2 tokens."""
     from transformers import AutoTokenizer
 
-    from kvx.readers.embedded import converted_folder
+    from kvx.modeling.weights import converted_folder
     from kvx.tasks.ruler import NiahSingle
 
     tok = AutoTokenizer.from_pretrained(str(converted_folder()))

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import torch
 
-from kvx.generation import greedy_decode
+from kvx.core.registry import registry
+from kvx.modeling.generation import greedy_decode
+from kvx.modeling.reader import load_reader
 from kvx.pipeline.batched import DecodeJob, greedy_decode_batch
 from kvx.pipeline.compress import compress
 from kvx.pipeline.encode import encode
 from kvx.pipeline.engine import Cell, Engine
-from kvx.readers.base import load_reader
 from kvx.readers.embedded import SmolLM2
-from kvx.registry import registry
 from kvx.tasks.ruler import NiahSingle
 
 CELLS = (("snapkv", 0.25), ("snapkv", 0.5), ("tova", 0.25), ("tova", 0.5))

@@ -14,11 +14,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from kvx.core.records import as_dicts
+from kvx.core.registry import registry
+from kvx.modeling.reader import load_reader
 from kvx.pipeline.engine import Cell, Engine
-from kvx.readers.base import load_reader
 from kvx.readers.embedded import SmolLM2
-from kvx.records import as_dicts
-from kvx.registry import registry
 from kvx.tasks.ruler import NiahSingle
 
 CELLS = (

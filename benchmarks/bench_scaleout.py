@@ -24,10 +24,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
-from kvx import postgres
+from kvx.stores import postgres
+from kvx.stores.health import wait_healthy
 
 LEASE = ["lease.heartbeat_s=2", "lease.stale_s=60", "lease.settle_s=0.3", "lease.poll_s=0.5"]
 QUIET = ["progress=false", "diagnostics=[]"]
@@ -78,7 +78,7 @@ def concurrency(args: argparse.Namespace) -> dict:
                 stderr=subprocess.DEVNULL,
             )
             uri = f"http://127.0.0.1:{port}"
-            _wait(f"{uri}/health")
+            wait_healthy(f"{uri}/health", server)
         ratios = [f"{0.1 * (i + 1):.1f}" for i in range(max(1, args.workers // 2))]
         grid = [(p, r) for r in ratios for p in ("snapkv",)]
         jobs = (grid * 2)[: args.workers]
@@ -150,17 +150,6 @@ def grouping(args: argparse.Namespace) -> dict:
         "median_s": medians,
         "speedup_grouped": round(medians["one_cell_jobs"] / medians["grouped_jobs"], 2),
     }
-
-
-def _wait(url: str, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=2).close()
-            return
-        except OSError:
-            time.sleep(0.5)
-    raise SystemExit(f"no answer from {url}")
 
 
 def main() -> None:

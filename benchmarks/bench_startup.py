@@ -11,7 +11,7 @@ starts a thread polling ``sys.modules`` for the model module, wraps its model cl
 to note the time of the first call, then runs ``kvx`` as ``python -m kvx`` would (``runpy``). Times
 are measured from the process's start (``/proc/self/stat`` starttime against ``/proc/uptime``, so
 interpreter start-up counts, at the kernel's 10 ms tick). The same thread notes when the imports
-of torch, transformers, mlflow, hydra and kvx.app began (``import_<module>_s``), and which of the
+of torch, transformers, mlflow, hydra and kvx.cli.app began (``import_<module>_s``), and which of the
 packages a first forward does not need (:data:`OPTIONAL`) were loaded by then
 (``loaded_at_first_forward``). All ``run`` processes share one temporary ``outputs_dir``: an
 untimed warm-up run creates its tracking store first, as any real store has after its first run.
@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RUN_ARGS = ["n_sources=1", "diagnostics=[]", "max_new_tokens=2", "progress=false", "force=true"]
 #: the model class whose first forward is timed (SmolLM2 is a Llama)
 MODEL = ("transformers.models.llama.modeling_llama", "LlamaModel")
-MARKS = ("torch", "transformers", "mlflow", "hydra", "kvx.app")
+MARKS = ("torch", "transformers", "mlflow", "hydra", "kvx.cli.app")
 #: imports a run does not need before its first forward: those loaded by then are reported
 OPTIONAL = (
     "hqq",

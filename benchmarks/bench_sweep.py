@@ -21,11 +21,11 @@ import torch
 from transformers import pipeline
 
 from kvx.compressors.kvpress_adapter import KVPressCompressor
+from kvx.core.records import as_dicts
+from kvx.core.registry import registry
+from kvx.modeling.reader import load_reader
 from kvx.pipeline.engine import Cell, Engine
-from kvx.readers.base import load_reader
 from kvx.readers.embedded import SmolLM2
-from kvx.records import as_dicts
-from kvx.registry import registry
 from kvx.tasks.ruler import NiahSingle
 
 PRESSES = ("snapkv", "tova", "streaming_llm", "knorm")

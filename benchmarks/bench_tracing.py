@@ -16,11 +16,11 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from kvx import tracing
+from kvx.core.registry import registry
+from kvx.modeling.reader import load_reader
 from kvx.pipeline.engine import Cell, Engine
-from kvx.readers.base import load_reader
 from kvx.readers.embedded import SmolLM2
-from kvx.registry import registry
+from kvx.stores import tracing
 from kvx.tasks.ruler import NiahSingle
 
 

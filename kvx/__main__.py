@@ -1,6 +1,6 @@
 """``python -m kvx``: one cell; ``python -m kvx -m a=x,y``: a Hydra multirun over the grid.
 
-Before Hydra runs, ``kvx.preflight`` stores the config nodes the command line needs and checks every
+Before Hydra runs, ``kvx.cli.preflight`` stores the config nodes the command line needs and checks every
 job of its sweep, so a typo or a bad value fails in a second with one line (and, for a name, the
 list of registered names) instead of after a model load, and nothing is written first.
 """
@@ -16,9 +16,9 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from kvx.errors import ConfigError
-from kvx.preflight import prepare
-from kvx.registry import RegistryError
+from kvx.cli.preflight import prepare
+from kvx.core.errors import ConfigError
+from kvx.core.registry import RegistryError
 
 
 def conf_dir() -> str:
@@ -30,10 +30,10 @@ def conf_dir() -> str:
 
 @hydra.main(version_base="1.3", config_path=conf_dir(), config_name="config")
 def _hydra_main(cfg: DictConfig) -> dict[str, float]:
-    from kvx import lean_imports
+    from kvx.core import lean_imports
 
-    lean_imports.install()  # before kvx.app imports transformers: hqq and sklearn load only if used
-    from kvx.app import run
+    lean_imports.install()  # before kvx.cli.app imports transformers: hqq and sklearn load only if used
+    from kvx.cli.app import run
 
     return run(cfg)
 
@@ -48,7 +48,7 @@ def main() -> None:
         _hydra_main()
         _leave()
     except KeyboardInterrupt:
-        app = sys.modules.get("kvx.app")
+        app = sys.modules.get("kvx.cli.app")
         done = getattr(app, "FINISHED_HERE", 0)
         print(
             f"\nkvx: interrupted; {done} cell(s) finished by this process are kept in the tracking "

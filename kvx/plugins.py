@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from kvx.registry import BUILTIN_DIST, GROUPS, Entry, Registry, registry
+from kvx.core.registry import BUILTIN_DIST, GROUPS, Entry, Registry, registry
 
 
 def listing() -> str:

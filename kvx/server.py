@@ -21,10 +21,10 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
-from kvx import postgres
+from kvx.stores import postgres
+from kvx.stores.health import wait_healthy
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -69,21 +69,6 @@ def command(backend: str, artifacts: str, host: str, port: int, workers: int) ->
     ]
 
 
-def wait_healthy(url: str, process: subprocess.Popen, wait_s: float) -> None:
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"mlflow server exited with code {process.returncode}")
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"mlflow server did not answer at {url} within {wait_s:g} s")
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cluster = None
@@ -111,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, request_stop)
     try:
-        wait_healthy(url, process, args.wait_s)
+        wait_healthy(f"{url}/health", process, args.wait_s)
         print(f"kvx.server: serving; export MLFLOW_TRACKING_URI={url}", flush=True)
         while not stop["now"] and process.poll() is None:
             time.sleep(0.5)

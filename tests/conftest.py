@@ -11,7 +11,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 @pytest.fixture(scope="session")
 def tiny():
-    from kvx.readers.base import load_reader
+    from kvx.modeling.reader import load_reader
     from kvx.readers.tiny import TinyLlama
 
     return load_reader("tiny", TinyLlama(num_hidden_layers=3))

@@ -14,8 +14,8 @@ from kvx.aggregate.__main__ import main
 from kvx.aggregate.costs import NO_BYTES, NO_RATE, NO_SUPPORTED, frontier, pareto
 from kvx.aggregate.plots import frontier_plot
 from kvx.aggregate.rows import project
-from kvx.aggregate.synthetic import controls
-from kvx.records import ANSWER_COSTS, COMPRESSION_COSTS
+from kvx.core.records import ANSWER_COSTS, COMPRESSION_COSTS
+from kvx.testing.synthetic import controls
 
 MIB = 2**20
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

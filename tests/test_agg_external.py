@@ -16,8 +16,8 @@ from kvx.aggregate.__main__ import main
 from kvx.aggregate.pipeline import Options, analyse
 from kvx.aggregate.plots import category_bars
 from kvx.aggregate.sources import DirectorySource
+from kvx.core.records import dumps, validate
 from kvx.diagnostics.categories import categorize
-from kvx.records import dumps, validate
 
 UNKNOWN = {
     "prompt_hash": "the release hashes prompts with a 16-hex digest, not sha256",

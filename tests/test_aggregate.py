@@ -14,8 +14,8 @@ import pytest
 from kvx.aggregate.__main__ import main
 from kvx.aggregate.pipeline import Options, analyse
 from kvx.aggregate.sources import DirectorySource, MlflowSource
-from kvx.aggregate.synthetic import Grid, cell_records, controls, log_sweep, ratio_record
-from kvx.records import Answer, dumps, validate
+from kvx.core.records import Answer, dumps, validate
+from kvx.testing.synthetic import Grid, cell_records, controls, log_sweep, ratio_record
 
 FAST = Options(n_splits=200, n_boot=200, seed=1, progress=False)
 
@@ -375,7 +375,7 @@ def test_mlflow_and_exported_directory_give_identical_tables(tmp_path: Path) -> 
 def test_stale_sweeps_and_unfinished_jobs_are_reported(tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 
-    from kvx import tracking
+    from kvx.stores import tracking
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     sweep = log_sweep(uri, Grid(n_sources=3))

@@ -15,8 +15,8 @@ from kvx.aggregate.pipeline import Options, analyse
 from kvx.aggregate.rows import project
 from kvx.aggregate.sources import DirectorySource
 from kvx.aggregate.tpbench import TABLES, cluster_interval, tpbench_rows
-from kvx.identity import digest
-from kvx.records import Answer, Record, dumps, validate
+from kvx.core.identity import digest
+from kvx.core.records import Answer, Record, dumps, validate
 
 FAST = Options(n_splits=50, n_boot=400, seed=7, progress=False)
 ROOT = Path(__file__).resolve().parents[1]
@@ -408,7 +408,7 @@ def test_command_writes_tpbench_tables_section_and_figure(tmp_path: Path) -> Non
 
 
 def test_command_without_tpbench_records_writes_nothing_of_it(tmp_path: Path) -> None:
-    from kvx.aggregate.synthetic import Grid, cell_records
+    from kvx.testing.synthetic import Grid, cell_records
 
     grid = Grid(n_sources=4, diagnostics=False, intervention=False)
     folder = write(tmp_path / "records", cell_records(grid, "ruler_niah_single", "smollm2", "snapkv", 0.5))

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from kvx.compressors.none import NoCompression
+from kvx.modeling.reader import load_reader
 from kvx.pipeline.engine import Cell, Engine
-from kvx.readers.base import load_reader
 from kvx.readers.tiny import TinyLlama
 from kvx.tasks.tpbench.task import CurrentValue
 from kvx.transforms.base import Transform

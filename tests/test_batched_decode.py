@@ -11,16 +11,16 @@ import pytest
 import torch
 from helpers import unmeasured
 
-from kvx.capture import cache_over
-from kvx.generation import greedy_decode
+from kvx.core.records import as_dicts
+from kvx.core.registry import registry
+from kvx.modeling.capture import cache_over
+from kvx.modeling.generation import greedy_decode
+from kvx.modeling.reader import attn_implementation
 from kvx.pipeline import batched
 from kvx.pipeline.batched import DecodeJob, batchable, greedy_decode_batch
 from kvx.pipeline.compress import compress
 from kvx.pipeline.encode import encode
 from kvx.pipeline.engine import Cell, Engine
-from kvx.readers.base import attn_implementation
-from kvx.records import as_dicts
-from kvx.registry import registry
 from kvx.tasks.ruler import NiahSingle
 
 N = 3
@@ -76,7 +76,7 @@ def caches(tiny, tmp_path_factory):
                     refused[name] = why
                 else:
                     out.append((f"{name}@{ratio}", _job(run), run.decode_impl))
-                from kvx.compressors.kvpress_adapter import clear_head_masks
+                from kvx.modeling.layers import clear_head_masks
 
                 clear_head_masks(tiny.model)
     return out, refused

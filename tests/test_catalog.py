@@ -12,8 +12,8 @@ import typing
 import pytest
 
 from kvx.compressors import catalog
-from kvx.errors import ConfigError
-from kvx.registry import registry
+from kvx.core.errors import ConfigError
+from kvx.core.registry import registry
 
 SCORERS = [
     "knorm",

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from kvx.errors import ConfigError
-from kvx.tasks.base import Source
+from kvx.core.errors import ConfigError
+from kvx.core.source import Source
 from kvx.tasks.code_exec import CodeExec, assemble, completion_code, edit_sim, extract_code, load_problems
 
 PROMPT = 'from typing import List\n\n\ndef total(xs: List[int]) -> int:\n    """Sum of xs."""\n'
@@ -37,7 +37,7 @@ class FakeOutcome:
 
 @dataclass
 class FakeExecutor:
-    """Same ``run`` as ``kvx.executor.Executor``; records the programs it is given."""
+    """Same ``run`` as ``kvx.tasks.executor.Executor``; records the programs it is given."""
 
     status: str
     programs: list[str] = field(default_factory=list)
@@ -165,7 +165,7 @@ def test_validate_rejects_bad_limits(setting):
 
 
 def test_validate_refuses_unless_execution_is_enabled(monkeypatch):
-    pytest.importorskip("kvx.executor")
+    pytest.importorskip("kvx.tasks.executor")
     monkeypatch.delenv("KVX_ALLOW_CODE_EXECUTION", raising=False)
     with pytest.raises(ConfigError) as refusal:
         CodeExec().validate()
@@ -176,7 +176,7 @@ def test_validate_refuses_unless_execution_is_enabled(monkeypatch):
 
 
 def test_real_executor_passes_canonical_solutions_and_fails_a_wrong_one(monkeypatch):
-    pytest.importorskip("kvx.executor")
+    pytest.importorskip("kvx.tasks.executor")
     monkeypatch.delenv("KVX_ALLOW_CODE_EXECUTION", raising=False)
     task = CodeExec(execute=True, problems="HumanEval/0,HumanEval/2")
     for source in task.sources(2, 0, 0, words):

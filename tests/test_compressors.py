@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kvx.capture import capture_prefill
-from kvx.compressors import attention
-from kvx.compressors.base import check_ratio, n_kept
-from kvx.compressors.kvpress_adapter import attention_layers
-from kvx.errors import ConfigError
-from kvx.readers.base import attn_implementation
-from kvx.registry import registry
+from kvx.compressors.base import check_ratio
+from kvx.core.errors import ConfigError
+from kvx.core.registry import registry
+from kvx.core.setting import n_kept
+from kvx.modeling import attention
+from kvx.modeling.capture import capture_prefill
+from kvx.modeling.layers import attention_layers
+from kvx.modeling.reader import attn_implementation
 
 BUILTIN = [e.name for e in registry("compressor").entries if e.dist == "kvx"]
 FAST = [n for n in BUILTIN if registry("compressor").get(n).fast_path]
@@ -106,7 +107,7 @@ def test_scorer_setting_reports_kept_tokens(tiny):
 
 
 def test_pyramidkv_layer_budgets_shrink_and_decode_on_cpu(tiny, prompt):
-    from kvx.generation import greedy_decode
+    from kvx.modeling.generation import greedy_decode
 
     comp = registry("compressor").get("pyramidkv")(window_size=8)
     s = comp.setting(0.5, prompt.context_ids.shape[1], tiny.model)
@@ -125,7 +126,7 @@ def test_pyramidkv_layer_budgets_shrink_and_decode_on_cpu(tiny, prompt):
 @pytest.mark.parametrize("impl", [attention.NAME, attention.EAGER])
 def test_per_layer_causal_attention_matches_sdpa_for_uniform_caches(tiny, prompt, impl):
     """kvx's SDPA (uneven caches) and eager (replays, interventions) decode like transformers' SDPA."""
-    from kvx.generation import greedy_decode
+    from kvx.modeling.generation import greedy_decode
 
     attention.register()
     outs = []

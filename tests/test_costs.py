@@ -1,4 +1,4 @@
-"""kvx.costs: the bytes a cache holds when decoding starts, counted from its tensors and checked
+"""kvx.modeling.costs: the bytes a cache holds when decoding starts, counted from its tensors and checked
 against the formula of each kind of compressor by hand; the cost every record and cell carries."""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from kvx.compressors.base import n_kept
 from kvx.compressors.hqq import HQQCache
-from kvx.costs import cache_cost, held_bytes
-from kvx.heap import PeakMemory
+from kvx.core.records import as_dicts, cost_metrics, validate
+from kvx.core.registry import registry
+from kvx.core.setting import n_kept
+from kvx.modeling.costs import cache_cost, held_bytes
+from kvx.modeling.heap import PeakMemory
 from kvx.pipeline.compress import compress
 from kvx.pipeline.encode import encode
 from kvx.pipeline.engine import Cell, Engine
-from kvx.records import as_dicts, cost_metrics, validate
-from kvx.registry import registry
 from kvx.tasks.ruler import NiahSingle
 
 LAYERS, KV_HEADS, HEAD_DIM, F32 = 3, 2, 16, 4  # the tiny fixture: 3 layers, 2 KV heads of 16, float32

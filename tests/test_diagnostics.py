@@ -7,13 +7,13 @@ import math
 import pytest
 import torch
 
-from kvx.capture import capture_prefill
-from kvx.compressors import attention
 from kvx.compressors.presets import match_rows
+from kvx.core.records import as_dicts, validate
+from kvx.core.registry import registry
 from kvx.diagnostics.alignment import align_evidence
+from kvx.modeling import attention
+from kvx.modeling.capture import capture_prefill
 from kvx.pipeline.engine import Cell
-from kvx.records import as_dicts, validate
-from kvx.registry import registry
 from kvx.tasks.base import Score
 from kvx.tasks.ruler import NiahSingle
 
@@ -191,8 +191,8 @@ def test_attention_replay_on_evicted_caches(tiny, engine, name, press):
 def test_adakv_head_masks_never_reach_the_fullcache_side(tiny, engine, prompt):
     """AdaKV leaves masked key indices on the attention modules; FullCache work must clear them.
     (AdaKV itself cannot decode on random weights, so the masks are planted by hand.)"""
-    from kvx.compressors.kvpress_adapter import attention_layers
     from kvx.diagnostics.context import DiagnosticContext
+    from kvx.modeling.layers import attention_layers
 
     c = cell("tova", 0.5)
     with torch.inference_mode():
@@ -200,7 +200,8 @@ def test_adakv_head_masks_never_reach_the_fullcache_side(tiny, engine, prompt):
     planted = (torch.tensor([0]), torch.tensor([0]), torch.tensor([3]))
     for module in attention_layers(tiny.model):
         module.masked_key_indices = planted
-    DiagnosticContext(tiny, c, engine.sources(c, tiny)[0], prompt, run, {}).full_cache()
+    source = engine.sources(c, tiny)[0]
+    DiagnosticContext(tiny, source, prompt, run, {}, c.max_new_tokens, lambda _: True).full_cache()
     assert all(m.masked_key_indices is None for m in attention_layers(tiny.model))
 
 

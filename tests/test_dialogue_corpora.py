@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kvx.errors import ConfigError
+from kvx.core.errors import ConfigError
 from kvx.tasks.dialogue_corpora import load_corpus
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

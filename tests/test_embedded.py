@@ -14,11 +14,12 @@ pytestmark = [
 
 
 def test_smollm2_converts_once_and_answers_a_needle_with_the_full_cache(tmp_path_factory):
+    from kvx.core.records import as_dicts
+    from kvx.core.registry import registry
+    from kvx.modeling.reader import load_reader
+    from kvx.modeling.weights import EOS, converted_folder
     from kvx.pipeline.engine import Cell, Engine
-    from kvx.readers.base import load_reader
-    from kvx.readers.embedded import EOS, SmolLM2, converted_folder
-    from kvx.records import as_dicts
-    from kvx.registry import registry
+    from kvx.readers.embedded import SmolLM2
     from kvx.tasks.ruler import NiahSingle
 
     folder = converted_folder()

@@ -57,15 +57,15 @@ def test_rebuilt_tokenizer_round_trips_with_specials_bytes_and_offsets():
 
 
 def test_registry_lists_gemma3():
+    from kvx.core.registry import registry
     from kvx.readers.gemma3 import Gemma3
-    from kvx.registry import registry
 
     assert registry("reader").get("gemma3") is Gemma3
 
 
 @pytest.fixture(scope="module")
 def gemma3():
-    from kvx.readers.base import load_reader
+    from kvx.modeling.reader import load_reader
     from kvx.readers.gemma3 import Gemma3
 
     return load_reader("gemma3", Gemma3())
@@ -93,7 +93,7 @@ def test_gemma3_completes_a_fact_and_stops_at_the_line_end(gemma3):
     import torch
     from transformers import DynamicCache
 
-    from kvx.generation import greedy_decode
+    from kvx.modeling.generation import greedy_decode
 
     def complete(prompt: str, max_new_tokens: int):
         ids = gemma3.tokenizer(prompt, return_tensors="pt").input_ids

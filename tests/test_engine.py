@@ -11,9 +11,9 @@ from kvpress import KnormPress, SnapKVPress, StreamingLLMPress, TOVAPress
 from transformers import pipeline
 
 from kvx.compressors.presets import TOVA, SnapKV, StreamingLLM, ThinK
+from kvx.core.records import as_dicts, cell_metrics, validate
+from kvx.core.registry import registry
 from kvx.pipeline.engine import Cell, Engine
-from kvx.records import as_dicts, cell_metrics, validate
-from kvx.registry import registry
 from kvx.tasks.ruler import NiahSingle
 
 N = 3
@@ -174,14 +174,14 @@ class SharedCatalog(NiahSingle):
 def test_a_shared_context_is_compressed_once_and_decodes_as_if_compressed_per_source(
     tiny, tmp_path, monkeypatch, name
 ):
-    import kvx.pipeline.compress as engine_module
+    import kvx.modeling.compressed as compressed_module
 
     comp = registry("compressor").get(name)(**({"window_size": 16} if name == "snapkv" else {}))
     c = cell(name, comp, 0.5, task=SharedCatalog(), n_sources=4)
     shared = Engine(tmp_path / "a", 2**28)
     records = as_dicts(shared.run_cell(c, tiny, progress=False))
     assert shared.prefills == 1 and shared.compressions == 1  # one catalog: one prefill, one compression
-    monkeypatch.setattr(engine_module, "SHARED_CONTEXTS_KEPT", 0)  # the same run, compressing per source
+    monkeypatch.setattr(compressed_module, "SHARED_CONTEXTS_KEPT", 0)  # the same run, compressing per source
     alone = Engine(tmp_path / "b", 2**28)
     again = as_dicts(alone.run_cell(c, tiny, progress=False))
     assert alone.compressions == 4

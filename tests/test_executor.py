@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from kvx import executor
-from kvx.executor import ENV_FLAG, Executor, Limits, execution_enabled
+from kvx.tasks import executor
+from kvx.tasks.executor import ENV_FLAG, Executor, Limits, execution_enabled
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the executor targets Linux")
 

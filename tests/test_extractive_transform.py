@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvx.errors import ConfigError
-from kvx.tasks.base import Segment, Source
+from kvx.core.errors import ConfigError
+from kvx.core.source import Segment, Source
 from kvx.transforms.extractive import ExtractiveSentences, sentences
 
 POOL = [

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from kvx.__main__ import conf_dir
-from kvx.callbacks import grid_id, planned_jobs
-from kvx.grouping import in_one_process
-from kvx.preflight import _parse, config_defaults, prepare
+from kvx.cli.callbacks import grid_id, planned_jobs
+from kvx.cli.grouping import in_one_process
+from kvx.cli.preflight import _parse, config_defaults, prepare
 
 
 def _cells(argv: list[str]) -> list[list[str]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kvx.heap import trim_memory
+from kvx.modeling.heap import trim_memory
 
 
 def rss_mib() -> float:

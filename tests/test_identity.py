@@ -7,16 +7,16 @@ import dataclasses
 import pytest
 import torch
 
-from kvx.compressors.base import n_kept, ratio_for_budget
 from kvx.compressors.presets import TOVA, SnapKV
-from kvx.identity import SettingSpec, varying
-from kvx.lru import ByteLRU, nbytes
+from kvx.core.identity import SettingSpec, varying
+from kvx.core.lru import ByteLRU, nbytes
+from kvx.core.records import as_dicts
+from kvx.core.registry import canonical, registry
+from kvx.core.setting import n_kept, ratio_for_budget
+from kvx.core.source import Segment, Source
 from kvx.pipeline.compress import compress
 from kvx.pipeline.engine import Cell
 from kvx.pipeline.transform import transform_source
-from kvx.records import as_dicts
-from kvx.registry import canonical, registry
-from kvx.tasks.base import Segment, Source
 from kvx.tasks.ruler import NiahSingle
 from kvx.transforms.base import Transform
 
@@ -250,7 +250,7 @@ def _save_tiny(folder, seed: int) -> str:
 def test_hf_reader_identity_hashes_local_folders_and_resolves_revisions(tmp_path, monkeypatch):
     from huggingface_hub import constants
 
-    from kvx.readers.base import reader_identity
+    from kvx.modeling.reader import reader_identity
     from kvx.readers.hf import HFReader, resolve_revision
 
     monkeypatch.setenv("KVX_CACHE_DIR", str(tmp_path / "cache"))
@@ -270,7 +270,7 @@ def test_hf_reader_identity_hashes_local_folders_and_resolves_revisions(tmp_path
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     assert resolve_revision("org/model", "main") == "a" * 40
     assert resolve_revision("org/model", "b" * 40) == "b" * 40
-    from kvx.errors import ConfigError
+    from kvx.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="reader.revision='v2'.*40-hex commit"):
         resolve_revision("org/model", "v2")

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from kvx.core.records import UNKNOWABLE, unknown_fields, validate
 from kvx.importers.__main__ import main
-from kvx.records import UNKNOWABLE, unknown_fields, validate
 
 REVISION = "b968826d9c46dd6066d109eabc6255188de91218"
 MODEL = "Qwen/Qwen3-8B"

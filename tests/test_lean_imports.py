@@ -1,4 +1,4 @@
-"""kvx.lean_imports: hqq, sklearn and scipy.optimize stay off the import path up to a model's forward,
+"""kvx.core.lean_imports: hqq, sklearn and scipy.optimize stay off the import path up to a model's forward,
 and what transformers imported them for still works once used (a fresh process each: imports are global)."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _python(code: str) -> str:
 
 
 def test_hqq_and_sklearn_load_only_when_used_and_results_are_unchanged() -> None:
-    lean = json.loads(_python("import kvx.lean_imports as lean\nassert lean.install()\n" + HQQ_FORWARD))
+    lean = json.loads(_python("import kvx.core.lean_imports as lean\nassert lean.install()\n" + HQQ_FORWARD))
     plain = json.loads(_python(HQQ_FORWARD))
     # what transformers imports by itself
     assert plain["before"] == ["hqq", "sklearn", "scipy.optimize"], plain
@@ -60,7 +60,7 @@ def test_hqq_and_sklearn_load_only_when_used_and_results_are_unchanged() -> None
 def test_deferred_blocks_run_as_transformers_wrote_them() -> None:
     code = (
         "import sys, copy, pickle\n"
-        "import kvx.lean_imports as lean\n"
+        "import kvx.core.lean_imports as lean\n"
         "lean.install()\n"
         "import transformers.cache_utils as cu\n"
         "import transformers.generation.candidate_generator as cg\n"
@@ -102,7 +102,7 @@ def test_deferred_blocks_run_as_transformers_wrote_them() -> None:
 
 def test_install_is_idempotent_and_says_when_too_late() -> None:
     code = (
-        "import sys, kvx.lean_imports as lean\n"
+        "import sys, kvx.core.lean_imports as lean\n"
         "assert lean.install() and lean.install()\n"
         "assert sum(type(f).__name__ == '_Finder' for f in sys.meta_path) == 1\n"
         "import transformers.cache_utils, transformers.generation.candidate_generator\n"

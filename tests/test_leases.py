@@ -11,7 +11,7 @@ import time
 import pytest
 from mlflow.tracking import MlflowClient
 
-from kvx import leases, tracking
+from kvx.stores import leases, tracking
 
 FAST = leases.Timing(heartbeat_s=0.2, stale_s=1.0, settle_s=0.05, poll_s=0.05)
 KEY = "kvx.cell_id"

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 from helpers import BROWSER_ARGS, chromium_or_skip, finish, kvx_env, start_sweep, store
 
-from kvx.postgres import free_port
-from kvx.tracking import ui_path
+from kvx.stores.health import wait_healthy
+from kvx.stores.postgres import free_port
+from kvx.stores.tracking import ui_path
 
 pytestmark = pytest.mark.slow
 CHROMIUM = chromium_or_skip()
@@ -40,13 +39,7 @@ def ui(tmp_path_factory):
         stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"{url}/health", timeout=2).close()
-            break
-        except OSError:
-            time.sleep(0.5)
+    wait_healthy(f"{url}/health", server)
     client, exp = store(root)
     yield url, exp, client
     server.terminate()

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kvx.capture import capture_prefill
-from kvx.compressors.base import n_kept
+from kvx.core.setting import n_kept
+from kvx.modeling.capture import capture_prefill
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_SRC = REPO / "plugins" / "kvx-plugin-example"
@@ -292,7 +292,7 @@ def test_loading_every_builtin_entry_point_imports_no_framework() -> None:
     A fresh process, so what this test process has imported does not matter."""
     probe = (
         "import sys\n"
-        "from kvx.registry import BUILTIN_DIST, GROUPS, registry\n"
+        "from kvx.core.registry import BUILTIN_DIST, GROUPS, registry\n"
         "loaded = 0\n"
         "for kind in GROUPS:\n"
         "    for entry in registry(kind).entries:\n"

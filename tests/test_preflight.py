@@ -1,4 +1,4 @@
-"""kvx.preflight without a kvx subprocess: what it accepts, what it refuses, and what it imports."""
+"""kvx.cli.preflight without a kvx subprocess: what it accepts, what it refuses, and what it imports."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kvx.errors import ConfigError
-from kvx.preflight import _parse, check_folder, check_tracking_uri, expand
+from kvx.cli.preflight import _parse, check_folder, check_tracking_uri, expand
+from kvx.core.errors import ConfigError
 
 HEAVY = ("torch", "transformers", "kvpress", "mlflow", "datasets", "gguf", "jsonschema", "lightning")
 
@@ -17,8 +17,8 @@ HEAVY = ("torch", "transformers", "kvpress", "mlflow", "datasets", "gguf", "json
 def test_registering_every_builtin_imports_no_framework() -> None:
     """Hydra needs every built-in's class for its config node: none may cost torch's or kvpress's import."""
     probe = (
-        "import sys, kvx.preflight\n"
-        "from kvx.config import register_configs\n"
+        "import sys, kvx.cli.preflight\n"
+        "from kvx.cli.config import register_configs\n"
         "register_configs()\n"
         f"print([m for m in {HEAVY!r} if m in sys.modules])\n"
     )
@@ -27,14 +27,14 @@ def test_registering_every_builtin_imports_no_framework() -> None:
 
 
 def test_hydra_repository_copies_read_the_live_config_store() -> None:
-    """kvx.config makes Hydra's per-compose repository copy share the ConfigStore (``--help`` made
+    """kvx.cli.config makes Hydra's per-compose repository copy share the ConfigStore (``--help`` made
     75 copies of every stored node); a node stored after the copy is still found through it."""
     from hydra._internal.config_repository import CachingConfigRepository, ConfigRepository
     from hydra._internal.utils import create_config_search_path
     from hydra.core.config_store import ConfigStore
     from hydra.core.object_type import ObjectType
 
-    import kvx.config  # noqa: F401 - applies share_config_store()
+    import kvx.cli.config  # noqa: F401 - applies share_config_store()
 
     repo = ConfigRepository(create_config_search_path(None))
     cached = CachingConfigRepository(repo)
@@ -93,7 +93,7 @@ def test_expand_is_the_basic_sweepers_grid() -> None:
 
 
 def test_fields_of_a_swept_group_reach_hydra_as_upserts():
-    from kvx.preflight import _parse, for_swept_groups
+    from kvx.cli.preflight import _parse, for_swept_groups
 
     argv = [
         "task=tpbench_p1,tpbench_p2",

@@ -8,8 +8,8 @@ import pytest
 import torch
 from helpers import save_tiny_bert
 
-from kvx.errors import ConfigError, Unsupported
-from kvx.tasks.base import Segment, Source
+from kvx.core.errors import ConfigError, Unsupported
+from kvx.core.source import Segment, Source
 from kvx.transforms.exit import Exit
 from kvx.transforms.longllmlingua import LongLLMLinguaRAG
 from kvx.transforms.provence import Provence

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from kvx.errors import ConfigError
+from kvx.core.errors import ConfigError
 from kvx.tasks.rag import RagJsonl, raw_policy
 from kvx.tasks.squad import SquadV2
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jsonschema
 import pytest
 
-from kvx.records import ANSWER_COSTS, COMPRESSION_COSTS, Answer, Record, cell_metrics, schema, validate
+from kvx.core.records import ANSWER_COSTS, COMPRESSION_COSTS, Answer, Record, cell_metrics, schema, validate
 
 
 def rec(status, full=None, comp=None):

@@ -1,4 +1,5 @@
-"""kvx.registry without subprocesses: lazy loading, broken entries, collisions, unknown names, discovery."""
+"""kvx.core.registry without subprocesses: lazy loading, broken entries, collisions, unknown names,
+discovery."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import kvx.registry as registry_mod
-from kvx.registry import Entry, Registry, RegistryError, canonical, registry, reset, unknown_message
+import kvx.core.registry as registry_mod
+from kvx.core.registry import Entry, Registry, RegistryError, canonical, registry, reset, unknown_message
 
 GROUP = "kvx.compressors"
 

@@ -15,8 +15,8 @@ from helpers import BROWSER_ARGS, chromium_or_skip
 
 from kvx.aggregate import report
 from kvx.aggregate.__main__ import main
-from kvx.aggregate.synthetic import Grid, cells
-from kvx.records import dumps
+from kvx.core.records import dumps
+from kvx.testing.synthetic import Grid, cells
 
 pytestmark = pytest.mark.slow
 CHROMIUM = chromium_or_skip()

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from kvx.errors import ConfigError, Unsupported
-from kvx.ranking import top_k
-from kvx.tasks.base import Segment, Source
+from kvx.core.errors import ConfigError, Unsupported
+from kvx.core.ranking import top_k
+from kvx.core.source import Segment, Source
 from kvx.transforms.retrieval import BM25TopK, DenseTopK, bm25_scores
 
 POOL = [

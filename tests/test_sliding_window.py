@@ -7,15 +7,15 @@ import pytest
 import torch
 from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
-from kvx.capture import capture_prefill
-from kvx.compressors import attention
-from kvx.compressors.base import n_kept
-from kvx.generation import greedy_decode
+from kvx.core.records import as_dicts
+from kvx.core.registry import registry
+from kvx.core.setting import n_kept
+from kvx.modeling import attention
+from kvx.modeling.capture import capture_prefill
+from kvx.modeling.generation import greedy_decode
+from kvx.modeling.reader import LoadedReader, attn_implementation
 from kvx.pipeline.engine import Cell, Engine
-from kvx.readers.base import LoadedReader, attn_implementation
 from kvx.readers.tiny import byte_tokenizer
-from kvx.records import as_dicts
-from kvx.registry import registry
 from kvx.tasks.ruler import NiahSingle
 
 LAYER_TYPES = ["sliding_attention", "full_attention", "sliding_attention", "full_attention"]

@@ -7,10 +7,10 @@ import json
 import pytest
 from helpers import unmeasured
 
+from kvx.core.records import as_dicts
+from kvx.core.registry import registry
 from kvx.pipeline.engine import Cell, Engine
-from kvx.records import as_dicts
-from kvx.registry import registry
-from kvx.spool import Spool
+from kvx.stores.spool import Spool
 from kvx.tasks.ruler import NiahSingle
 
 N = 3

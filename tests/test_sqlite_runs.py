@@ -9,7 +9,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from kvx.aggregate import sqlite_runs
-from kvx.aggregate.synthetic import Grid, log_sweep
+from kvx.testing.synthetic import Grid, log_sweep
 
 
 def test_runs_tags_and_metrics_equal_mlflows(tmp_path):

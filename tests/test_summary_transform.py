@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvx.registry import RegistryError
-from kvx.tasks.base import Segment, Source
+from kvx.core.registry import RegistryError
+from kvx.core.source import Segment, Source
 from kvx.transforms.summary import Summary
 
 POOL = [
@@ -17,7 +17,7 @@ SOURCE = Source.from_segments(POOL, id="q", question="Capital of Germany?", answ
 
 
 def test_one_summary_replaces_the_pool_within_the_token_budget(monkeypatch):
-    from kvx import generation
+    from kvx.modeling import generation
 
     lengths = []
     original = generation.greedy_decode

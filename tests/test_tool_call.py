@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from kvx.errors import ConfigError
+from kvx.core.errors import ConfigError
 from kvx.tasks import tool_call
 from kvx.tasks.tool_call import (
     METRICS,

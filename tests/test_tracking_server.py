@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from helpers import aggregate_strict, check_exactly_once, finish, kvx_env, start_sweep
 
-from kvx import postgres
+from kvx.stores import postgres
+from kvx.stores.health import wait_healthy
 
 pytestmark = pytest.mark.slow
 BUCKET = "kvx-artifacts"
@@ -66,7 +67,7 @@ class Server:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        self._until(lambda: _answers(f"http://127.0.0.1:{self.s3_port}/"), "moto")
+        self._until(f"http://127.0.0.1:{self.s3_port}/", "moto", self.moto, any_status=True)
         self.s3().create_bucket(Bucket=BUCKET)
         self.process: subprocess.Popen | None = None
         self.start()
@@ -97,7 +98,7 @@ class Server:
             stdout=log,
             stderr=log,
         )
-        self._until(lambda: _answers(f"{self.uri}/health"), "kvx.server", self.process)
+        self._until(f"{self.uri}/health", "kvx.server", self.process)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -110,33 +111,17 @@ class Server:
         self.moto.wait(timeout=30)
         shutil.rmtree(self.pg, ignore_errors=True)
 
-    def _until(self, ok, what: str, process: subprocess.Popen | None = None, timeout_s: float = 120) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if ok():
-                return
-            if process is not None and process.poll() is not None:
-                break
-            time.sleep(0.3)
-        log = self.root / "server.log"
-        raise AssertionError(f"{what} did not start: {log.read_text()[-2000:] if log.exists() else ''}")
+    def _until(self, url: str, what: str, process: subprocess.Popen | None = None, **kw) -> None:
+        try:
+            wait_healthy(url, process, **kw)
+        except RuntimeError as exc:
+            log = self.root / "server.log"
+            tail = log.read_text()[-2000:] if log.exists() else ""
+            raise AssertionError(f"{what} did not start ({exc}): {tail}") from None
 
 
 def _keys() -> dict[str, str]:
     return {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
-
-
-def _answers(url: str) -> bool:
-    import urllib.error
-    import urllib.request
-
-    try:
-        urllib.request.urlopen(url, timeout=1).close()
-    except urllib.error.HTTPError:
-        return True
-    except OSError:
-        return False
-    return True
 
 
 @pytest.fixture
@@ -167,7 +152,7 @@ def test_sixteen_concurrent_workers_lose_and_duplicate_nothing(server):
     benchmarks/bench_concurrency.py (minutes on two cores)."""
     from mlflow.tracking import MlflowClient
 
-    from kvx import leases, tracking
+    from kvx.stores import leases, tracking
 
     timing = leases.Timing(heartbeat_s=2, stale_s=60, settle_s=0.3, poll_s=0.3)
     client = tracking.Store(MlflowClient(tracking_uri=server.uri))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvx.errors import ConfigError
+from kvx.core.errors import ConfigError
 from kvx.pipeline.transform import transform_source
 from kvx.tasks.tpbench.task import CurrentValue, InitialGoal
 from kvx.transforms.turns import DeleteTurns, selection

@@ -10,9 +10,9 @@ import pytest
 import torch
 from helpers import save_tiny_bert
 
-from kvx.errors import ConfigError
-from kvx.lingua import offline_tiktoken
-from kvx.ranking import top_k
+from kvx.core.errors import ConfigError
+from kvx.core.ranking import top_k
+from kvx.modeling.lingua import offline_tiktoken
 from kvx.turn_selectors.attention_proxy import (
     AttentionProxy,
     attention_received,

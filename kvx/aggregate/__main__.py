@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from kvx.aggregate.pipeline import Options, Result, analyse
 from kvx.aggregate.sources import DirectorySource, MlflowSource, Source
-from kvx.errors import ConfigError
+from kvx.core.errors import ConfigError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -99,7 +99,7 @@ def build_source(args: argparse.Namespace) -> tuple[Source, str | None]:
         return ScoresSource(args.scores), args.tracking_uri
     if args.records:
         return DirectorySource(args.records), args.tracking_uri
-    from kvx.preflight import check_reachable  # hydra and plugins: only for stores
+    from kvx.cli.preflight import check_reachable  # hydra and plugins: only for stores
 
     uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
     check_reachable(uri, "--tracking-uri" if args.tracking_uri else None)

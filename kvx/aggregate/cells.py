@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from kvx.identity import varying
+from kvx.core.identity import varying
 
 #: label column -> the flat-field prefixes it absorbs when they vary
 OWNERS = {

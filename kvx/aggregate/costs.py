@@ -15,7 +15,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from kvx.aggregate.matrix import CELL, controls, levels
-from kvx.records import ANSWER_COSTS, COMPRESSION_COSTS
+from kvx.core.records import ANSWER_COSTS, COMPRESSION_COSTS
 
 MIB = 2**20
 FULLCACHE = "FullCache"

@@ -58,7 +58,7 @@ def publish(
 def _log(uri: str, source: Source, out: Path, result: Result, options: Options) -> None:
     from mlflow.tracking import MlflowClient
 
-    from kvx import tracking
+    from kvx.stores import tracking
 
     client = MlflowClient(tracking_uri=uri)
     experiments = source.description.get("experiments", "kvx").split(", ")

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kvx.core.records import ANSWER_COSTS, COMPRESSION_COSTS
 from kvx.diagnostics.categories import READS, categorize, category_row
-from kvx.records import ANSWER_COSTS, COMPRESSION_COSTS
 
 VALID = ("measured", "projected", "structural")
 INTERVENTION_FIELDS = (
@@ -65,7 +65,7 @@ def setting_label(setting: dict[str, Any]) -> str:
 
 @lru_cache(maxsize=4096)
 def _label(kind: str, value: Any) -> str:  # a sweep has few settings and many records each
-    from kvx.identity import SettingSpec
+    from kvx.core.identity import SettingSpec
 
     return SettingSpec(kind, value).label()
 

@@ -19,7 +19,7 @@ from urllib.request import url2pathname
 
 from kvx.aggregate import sqlite_runs
 from kvx.aggregate.problems import Problem
-from kvx.tags import CONTROL_KEY, GRID, MLFLOW_PARENT, PLANNED_JOBS, REUSED, ROLE
+from kvx.stores.tags import CONTROL_KEY, GRID, MLFLOW_PARENT, PLANNED_JOBS, REUSED, ROLE
 
 CONTROL_SUFFIX = ".controls.jsonl"
 _CONTROL_STEM = ".controls"  # <split>.controls.jsonl or <split>.controls.jsonl.gz

@@ -23,7 +23,7 @@ import pandas as pd
 
 from kvx.aggregate.cells import owner
 from kvx.aggregate.stats import _BLOCK_CELLS, _check_bootstrap, _interval, pair_mcnemar
-from kvx.identity import varying
+from kvx.core.identity import varying
 
 __all__ = [
     "FULL",

@@ -26,7 +26,7 @@ import pandas as pd
 from kvx.aggregate.problems import Problem
 from kvx.aggregate.rows import Metric, declared_metrics, project
 from kvx.aggregate.sources import Batch, NotRecords
-from kvx.records import SCHEMA_VERSION, cell_metrics, is_valid, schema, unknown_fields
+from kvx.core.records import SCHEMA_VERSION, cell_metrics, is_valid, schema, unknown_fields
 
 COUNT_KEYS = (
     "n_records",

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from kvx.checks import check_choice, check_int, check_number
 from kvx.compressors.kvpress_adapter import KVPressCompressor
+from kvx.core.checks import check_choice, check_int, check_number
 
 if TYPE_CHECKING:
     from kvpress.presses.base_press import BasePress

@@ -10,15 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from kvx.checks import check_choice, check_int
-from kvx.compressors.base import Compressor, RetainedMap, Setting
-from kvx.identity import SettingSpec
+from kvx.compressors.base import Compressor
+from kvx.core.checks import check_choice, check_int
+from kvx.core.identity import SettingSpec
+from kvx.core.setting import RetainedMap, Setting
 
 if TYPE_CHECKING:
     import torch
     from transformers import Cache, PreTrainedModel, QuantizedCache
 
-    from kvx.capture import Capture
+    from kvx.modeling.capture import Capture
 
 BITS = (2, 4, 8)
 RATIO_TO_BITS = {0.25: 8, 0.5: 4, 0.75: 2}

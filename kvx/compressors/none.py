@@ -5,14 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from kvx.compressors.base import Compressor, RetainedMap, Setting
-from kvx.identity import SettingSpec
+from kvx.compressors.base import Compressor
+from kvx.core.identity import SettingSpec
+from kvx.core.setting import RetainedMap, Setting
 
 if TYPE_CHECKING:
     import torch
     from transformers import Cache, PreTrainedModel
 
-    from kvx.capture import Capture
+    from kvx.modeling.capture import Capture
 
 
 @dataclass

@@ -9,22 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from kvx.checks import check_int, check_number
-from kvx.compressors.base import RetainedMap, Setting, n_kept
-from kvx.compressors.kvpress_adapter import (
-    KVPressCompressor,
-    attention_layers,
-    compressed_flags,
-    compressed_layers,
-)
-from kvx.errors import ConfigError
+from kvx.compressors.kvpress_adapter import KVPressCompressor
+from kvx.core.checks import check_int, check_number
+from kvx.core.errors import ConfigError
+from kvx.core.setting import RetainedMap, Setting, n_kept
+from kvx.modeling.layers import attention_layers, compressed_flags, compressed_layers
 
 if TYPE_CHECKING:
     import torch
     from kvpress.presses.base_press import BasePress
     from transformers import Cache, PreTrainedModel
 
-    from kvx.capture import Capture
+    from kvx.modeling.capture import Capture
 
 
 @dataclass

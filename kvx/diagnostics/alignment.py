@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # kept off the import path: loading a plugin must not import transformers
     from transformers import PreTrainedTokenizerBase
 
-    from kvx.readers.base import Prompt
+    from kvx.modeling.reader import Prompt
 
 
 @dataclass

@@ -12,10 +12,10 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from kvx.compressors.base import RetainedMap
+from kvx.core.setting import RetainedMap
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
 from kvx.diagnostics.context import DiagnosticContext
-from kvx.readers.base import attn_implementation
+from kvx.modeling.reader import attn_implementation
 
 if TYPE_CHECKING:  # torch, transformers and kvpress are imported where used, not when the plugin loads
     import torch
@@ -28,7 +28,7 @@ def replay_weights(
     """Per layer, (query heads, answer steps, keys) attention weights of the answer steps."""
     import torch
 
-    from kvx.compressors import attention
+    from kvx.modeling import attention
 
     with torch.inference_mode():
         inputs = torch.cat([feed, reference[:, :-1]], dim=1)

@@ -8,27 +8,29 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from kvx.compressors.kvpress_adapter import clear_head_masks
 from kvx.diagnostics.alignment import Alignment, align_evidence
+from kvx.modeling.layers import clear_head_masks
 
 if TYPE_CHECKING:  # torch/transformers load with the model, not with the diagnostic plugins
     import torch
     from transformers import Cache
 
-    from kvx.pipeline.compress import CompressedRun
-    from kvx.pipeline.engine import Cell
-    from kvx.readers.base import LoadedReader, Prompt
-    from kvx.tasks.base import Source
+    from kvx.core.source import Source
+    from kvx.modeling.compressed import CompressedRun
+    from kvx.modeling.reader import LoadedReader, Prompt
 
 
 @dataclass
 class DiagnosticContext:
     reader: LoadedReader
-    cell: Cell
     source: Source
     prompt: Prompt
     run: CompressedRun
     record: dict[str, Any]
+    #: the cell's decoding budget, for diagnostics that decode again
+    max_new_tokens: int
+    #: whether an answer text is correct for this source, by the cell's task
+    correct: Callable[[str], bool]
     #: values earlier diagnostics computed for this record (e.g. gold ranks for decoding)
     shared: dict[str, Any] = field(default_factory=dict)
 
@@ -60,12 +62,7 @@ class DiagnosticContext:
         Head masks an AdaKV compression left on the attention modules are cleared first: the
         FullCache must never see them (compressed-side measurements therefore come first)."""
         clear_head_masks(self.reader.model)
-        if self.run.capture is not None:
-            return self.run.capture.full_cache()
-        from kvx.capture import capture_prefill
-
-        self.run.caches.prefills += 1
-        return capture_prefill(self.reader.model, self.run.prefill_ids).full_cache()
+        return self.run.full_cache()
 
     def reference_ids(self) -> torch.Tensor:
         """Reference answer tokens as the model would emit them after the question.

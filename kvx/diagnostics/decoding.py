@@ -13,7 +13,7 @@ class Decoding(Diagnostic):
     """Always measurable for a supported record; gold ranks only when likelihood ran first."""
 
     def measure(self, context: DiagnosticContext) -> DiagnosticResult:
-        from kvx.generation import eos_ids  # imports torch: only once a model runs
+        from kvx.modeling.generation import eos_ids  # imports torch: only once a model runs
 
         eos = set(eos_ids(context.reader.model))
         values = {}

@@ -14,10 +14,10 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kvx.compressors.kvpress_adapter import attention_layers
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
 from kvx.diagnostics.context import DiagnosticContext
-from kvx.readers.base import attn_implementation
+from kvx.modeling.layers import attention_layers
+from kvx.modeling.reader import attn_implementation
 
 if TYPE_CHECKING:  # torch, transformers and kvpress are imported where used, not when the plugin loads
     import torch
@@ -73,13 +73,12 @@ class Intervention(Diagnostic):
             return DiagnosticResult("not_applicable", reason="no evidence position survived compression")
         shams = [sham_rows(b) for b in boosted]
 
-        task, source = context.cell.task, context.source
         outcomes = {}
         for arm, masks in (("baseline", None), ("evidence", boosted), ("sham", shams)):
             gen = self._decode(context, masks)
             outcomes[arm] = {
                 "output": gen.text,
-                "correct": bool(task.evaluate(gen.text, source).correct),
+                "correct": bool(context.correct(gen.text)),
             }
         values = {f"{arm}_{k}": v for arm, o in outcomes.items() for k, v in o.items()}
         values["boost"] = self.boost
@@ -97,8 +96,8 @@ class Intervention(Diagnostic):
     def _decode(self, context: DiagnosticContext, masks: list[torch.Tensor] | None):
         import torch
 
-        from kvx.compressors import attention
-        from kvx.generation import greedy_decode
+        from kvx.modeling import attention
+        from kvx.modeling.generation import greedy_decode
 
         run, model = context.run, context.reader.model
         cache = run.fresh_cache()
@@ -109,7 +108,7 @@ class Intervention(Diagnostic):
                 module.kvx_logit_bias = None if mask is None else mask.to(torch.float32) * bias
             with attn_implementation(model, attention.EAGER):
                 return greedy_decode(
-                    model, context.reader.tokenizer, cache, run.feed, run.start, context.cell.max_new_tokens
+                    model, context.reader.tokenizer, cache, run.feed, run.start, context.max_new_tokens
                 )
         finally:
             for module in modules:

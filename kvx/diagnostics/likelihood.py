@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
 from kvx.diagnostics.context import DiagnosticContext
 from kvx.diagnostics.distribution import distribution_metrics
-from kvx.readers.base import attn_implementation
+from kvx.modeling.reader import attn_implementation
 
 if TYPE_CHECKING:  # torch and transformers are imported where used, not when the plugin loads
     import torch

@@ -46,7 +46,7 @@ class JsonlGzWriter:
         self._text = io.TextIOWrapper(self._zip, encoding="utf-8", newline="\n")
 
     def write_line(self, line: str) -> None:
-        """One JSON text, already serialized (``kvx.records.dumps`` for records)."""
+        """One JSON text, already serialized (``kvx.core.records.dumps`` for records)."""
         self._text.write(line if line.endswith("\n") else line + "\n")
         self.count += 1
 

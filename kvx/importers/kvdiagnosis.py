@@ -40,7 +40,8 @@ from typing import Any
 
 from kvx import __version__
 from kvx.compressors.hqq import RATIO_TO_BITS
-from kvx.identity import digest
+from kvx.core.identity import digest
+from kvx.core.records import UNKNOWABLE, Answer, Record, dumps, unknown_fields
 from kvx.importers import (
     CONTROLS_SUFFIX,
     MANIFEST,
@@ -49,7 +50,6 @@ from kvx.importers import (
     JsonlGzWriter,
     sha256_file,
 )
-from kvx.records import UNKNOWABLE, Answer, Record, dumps, unknown_fields
 
 NAME = "kvdiagnosis"
 POPULATION = ("data/processed/full_population", "processed/full_population", "full_population", ".")
@@ -602,12 +602,12 @@ def unknown_of(record: Record, release_hash: str | None) -> dict[str, str]:
 
 def check(record: dict[str, Any]) -> None:
     """Reject a record the published schema refuses (with jsonschema's message)."""
-    from kvx.records import is_valid
+    from kvx.core.records import is_valid
 
     if not is_valid(record):
         import jsonschema
 
-        from kvx.records import validate
+        from kvx.core.records import validate
 
         try:
             validate(record)

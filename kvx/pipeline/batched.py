@@ -32,8 +32,8 @@ import torch.nn.functional as F
 from transformers import AttentionInterface, Cache, DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.cache_utils import DynamicLayer
 
-from kvx.compressors import attention
-from kvx.generation import Generation, eos_ids
+from kvx.modeling import attention
+from kvx.modeling.generation import Generation, eos_ids
 
 NAME = "kvx_rows"
 #: attention implementations whose unbatched decode the per-row attention reproduces exactly

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from transformers import Cache
 
-from kvx.capture import Capture
-from kvx.compressors.kvpress_adapter import clear_head_masks
-from kvx.generation import Generation, greedy_decode
-from kvx.pipeline.compress import CompressedRun
-from kvx.readers.base import LoadedReader, Prompt, attn_implementation
+from kvx.modeling.capture import Capture
+from kvx.modeling.compressed import CompressedRun
+from kvx.modeling.generation import Generation, greedy_decode
+from kvx.modeling.layers import clear_head_masks
+from kvx.modeling.reader import LoadedReader, Prompt, attn_implementation
 
 
 def decode_control(reader: LoadedReader, capture: Capture, prompt: Prompt, max_new_tokens: int) -> Generation:

@@ -9,7 +9,7 @@ from typing import Any
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
 from kvx.diagnostics.categories import categorize, category_row
 from kvx.diagnostics.context import DiagnosticContext
-from kvx.tracing import Tracer
+from kvx.stores.tracing import Tracer
 
 #: diagnostics that compare two caches of ONE prompt: a text transform gives the two sides
 #: different prompts, so on transformed cells they are not applicable (decoding still runs)

@@ -6,13 +6,8 @@ import hashlib
 
 import torch
 
-from kvx.readers.base import LoadedReader, Prompt
-from kvx.tasks.base import Source
-
-
-def ids_digest(ids: torch.Tensor) -> str:
-    """Content key of a token-id tensor (captured prefills, shared compressed contexts)."""
-    return hashlib.sha256(ids.detach().cpu().to(torch.int64).numpy().tobytes()).hexdigest()
+from kvx.core.source import Source
+from kvx.modeling.reader import LoadedReader, Prompt
 
 
 def prompt_hash(prompt: Prompt) -> str:

@@ -20,38 +20,41 @@ import torch
 from tqdm.auto import tqdm
 from transformers import Cache
 
-from kvx.capture import CaptureCache
-from kvx.compressors import attention
-from kvx.compressors.base import Compressor, Setting
-from kvx.compressors.kvpress_adapter import attention_layers, clear_head_masks
-from kvx.controls import ControlStore, control_key
-from kvx.costs import cache_cost, decode_cost
+from kvx.compressors.base import Compressor
+from kvx.core.errors import ConfigError, Unsupported
+from kvx.core.identity import CellIdentity, SettingSpec, component, fields_of
+from kvx.core.lru import ByteLRU
+from kvx.core.records import Answer, Record, validate
+from kvx.core.setting import Setting
+from kvx.core.source import Segment, Source
 from kvx.diagnostics.base import Diagnostic
 from kvx.diagnostics.context import DiagnosticContext
-from kvx.errors import ConfigError, Unsupported
-from kvx.generation import Generation, greedy_decode
-from kvx.heap import trim_memory
-from kvx.identity import CellIdentity, SettingSpec, component, fields_of
-from kvx.lru import ByteLRU
+from kvx.modeling import attention
+from kvx.modeling.capture import CaptureCache
+from kvx.modeling.compressed import Caches, CompressedRun
+from kvx.modeling.costs import cache_cost, decode_cost
+from kvx.modeling.generation import Generation, greedy_decode
+from kvx.modeling.heap import trim_memory
+from kvx.modeling.layers import attention_layers, clear_head_masks
+from kvx.modeling.reader import LoadedReader, Prompt
 from kvx.pipeline.batched import SAME_ATTENTION, DecodeJob, batchable, greedy_decode_batch
-from kvx.pipeline.compress import Caches, CompressedRun, compress
+from kvx.pipeline.compress import compress
 from kvx.pipeline.decode import decode_compressed, decode_control
 from kvx.pipeline.diagnose import diagnose
 from kvx.pipeline.encode import encode, prompt_hash
 from kvx.pipeline.evaluate import evaluate
 from kvx.pipeline.transform import Transformed, transform_source
-from kvx.readers.base import LoadedReader, Prompt
-from kvx.records import Answer, Record, validate
-from kvx.spool import Spool
-from kvx.tasks.base import Segment, Source, Task
-from kvx.tracing import Tracer, sampled
+from kvx.stores.controls import ControlStore, control_key
+from kvx.stores.spool import Spool
+from kvx.stores.tracing import Tracer, sampled
+from kvx.tasks.base import Task
 from kvx.transforms.base import Transform
 from kvx.transforms.none import Identity
 
 
 @dataclass
 class Cell:
-    """One cell's resolved settings. Names are canonical registry names (``kvx.registry.canonical``)."""
+    """One cell's resolved settings. Names are canonical registry names (``kvx.core.registry.canonical``)."""
 
     task_name: str
     task: Task
@@ -108,7 +111,7 @@ class Engine:
     def __init__(self, outputs_dir: Path, capture_cache_bytes: int, memo_bytes: int = 2**30) -> None:
         attention.register()
         self.controls = ControlStore(outputs_dir / "controls")
-        self.partial = outputs_dir / "partial"  # spooled records of cells in progress (kvx.spool)
+        self.partial = outputs_dir / "partial"  # spooled records of cells in progress (kvx.stores.spool)
         self.resumed: Counter[str] = Counter()  # per cell id: records reused from its spool
         #: text-transform outputs, content-addressed: computed once per (row, transform config)
         self.artifacts = ControlStore(outputs_dir / "artifacts")
@@ -236,7 +239,7 @@ class Engine:
         """Every cell's records, source by source: cells sharing a control split run together, so
         one source's prefill is in memory at a time, serves every cell, and the FullCache control and
         the compressed caches decode in one batch. Sampled (traced) sources run cell by cell, so
-        each trace keeps its own spans. Each finished source is spooled (``kvx.spool``): a run
+        each trace keeps its own spans. Each finished source is spooled (``kvx.stores.spool``): a run
         that was stopped resumes at the sources it reached (unless ``resume`` is false).
         ``release`` (default: with more than one cell) drops each source's capture once it is
         done instead of keeping it in the LRU for cells a caller runs later."""
@@ -652,7 +655,15 @@ class Engine:
                 "compressed": answer.to_dict(),
                 "transition": record.transition,
             }
-            ctx = DiagnosticContext(reader, cell, job.source, job.prompt, job.run, view)
+            ctx = DiagnosticContext(
+                reader,
+                job.source,
+                job.prompt,
+                job.run,
+                view,
+                cell.max_new_tokens,
+                lambda text: cell.task.evaluate(text, job.source).correct,
+            )
             record.diagnostics, record.category = diagnose(
                 cell.diagnostics, ctx, job.transformed is not None, tracer
             )
@@ -681,7 +692,7 @@ class _Job:
     cache: Cache | None = None
     run: CompressedRun | None = None
     masks: list | None = None  # AdaKV's per-head masks its compression set, for its own decode
-    cost: dict | None = None  # the compressed cache's bytes and build time (kvx.costs)
+    cost: dict | None = None  # the compressed cache's bytes and build time (kvx.modeling.costs)
 
     @property
     def ok(self) -> bool:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from kvx.generation import Generation
-from kvx.records import Answer
-from kvx.tasks.base import Source, Task
+from kvx.core.records import Answer
+from kvx.core.source import Source
+from kvx.modeling.generation import Generation
+from kvx.tasks.base import Task
 
 
 def evaluate(task: Task, gen: Generation, source: Source) -> Answer:

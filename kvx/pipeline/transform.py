@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kvx.tasks.base import Segment, Source
+from kvx.core.source import Segment, Source
 from kvx.transforms.base import Transform
 
 

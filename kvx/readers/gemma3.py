@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvx.errors import ConfigError
+from kvx.core.errors import ConfigError
+from kvx.modeling.weights import cache_dir, check_sha256, convert_once
 from kvx.readers.base import Reader
-from kvx.readers.embedded import cache_dir, check_sha256, convert_once
 
 if TYPE_CHECKING:
     from gguf import ReaderField

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvx.errors import ConfigError
+from kvx.core.errors import ConfigError
 from kvx.readers.base import Reader
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ def resolve_revision(model_id: str, revision: str) -> str:
 def folder_sha256(folder: Path) -> str:
     """sha256 over every file of a model folder (relative path + content hash), remembered per
     (path, size, mtime) in the kvx cache so a multi-GB folder is hashed once."""
-    from kvx.readers.embedded import cache_dir, sha256
+    from kvx.modeling.weights import cache_dir, sha256
 
     memo_path = cache_dir() / "folder-hashes.json"
     try:

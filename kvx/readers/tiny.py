@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kvx.checks import check_int
-from kvx.errors import ConfigError
+from kvx.core.checks import check_int
+from kvx.core.errors import ConfigError
 from kvx.readers.base import Reader
 
 if TYPE_CHECKING:

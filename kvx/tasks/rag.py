@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from kvx.checks import check_choice, check_int
-from kvx.errors import ConfigError
-from kvx.tasks.base import CountTokens, Score, Segment, Source, Task
+from kvx.core.checks import check_choice, check_int
+from kvx.core.errors import ConfigError
+from kvx.core.source import Segment, Source
+from kvx.tasks.base import CountTokens, Score, Task
 from kvx.tasks.jsonl import check_rows, json_rows, seeded_order
 from kvx.tasks.scoring import containment, exact_match, normalize_answer, token_f1
 

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
-from kvx.checks import check_choice, check_int
-from kvx.errors import ConfigError
-from kvx.tasks.base import CountTokens, Score, Source, Task
+from kvx.core.checks import check_choice, check_int
+from kvx.core.errors import ConfigError
+from kvx.core.source import Source
+from kvx.tasks.base import CountTokens, Score, Task
 from kvx.tasks.scoring import string_match_all
 
 NOISE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."

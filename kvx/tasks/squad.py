@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvx.checks import check_int
-from kvx.errors import ConfigError
+from kvx.core.checks import check_int
+from kvx.core.errors import ConfigError
 from kvx.tasks.rag import PoolRow, PoolTask
 from kvx.tasks.ruler import require_ruler_data, ruler_data_file
 

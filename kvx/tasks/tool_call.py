@@ -47,8 +47,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
-from kvx.errors import ConfigError
-from kvx.tasks.base import CountTokens, Score, Source, Task
+from kvx.core.errors import ConfigError
+from kvx.core.source import Source
+from kvx.tasks.base import CountTokens, Score, Task
 from kvx.tasks.jsonl import seeded_order
 from kvx.tasks.ruler import fit_units
 from kvx.tasks.tool_catalog import REQUESTS, TOOLS

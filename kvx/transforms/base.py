@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    from kvx.readers.base import LoadedReader
-    from kvx.tasks.base import Segment, Source
+    from kvx.core.source import Segment, Source
+    from kvx.modeling.reader import LoadedReader
 
 
 class Transform(ABC):
@@ -32,7 +32,7 @@ class Transform(ABC):
         return False
 
     def validate(self) -> None:  # noqa: B027 - optional hook
-        """Raise ``kvx.errors.ConfigError`` for invalid fields, before any model loads."""
+        """Raise ``kvx.core.errors.ConfigError`` for invalid fields, before any model loads."""
 
     def bind(self, reader: LoadedReader) -> None:  # noqa: B027 - optional hook
         """Called once per cell with the loaded reader, for transforms that score text with it."""
@@ -40,7 +40,7 @@ class Transform(ABC):
     @abstractmethod
     def apply(self, source: Source) -> Sequence[Segment]:
         """The segments the reader should see, in order (a subset of ``source.parts()`` or rewrites).
-        Raise ``kvx.errors.Unsupported`` for a source the transform cannot apply to."""
+        Raise ``kvx.core.errors.Unsupported`` for a source the transform cannot apply to."""
 
 
 def query(source: Source) -> str:

@@ -13,11 +13,11 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kvx.checks import check_int
-from kvx.embeddings import MINILM, check_encoder, encoder
-from kvx.errors import Unsupported
-from kvx.ranking import top_k
-from kvx.tasks.base import Segment, Source
+from kvx.core.checks import check_int
+from kvx.core.errors import Unsupported
+from kvx.core.ranking import top_k
+from kvx.core.source import Segment, Source
+from kvx.modeling.embeddings import MINILM, check_encoder, encoder
 from kvx.transforms.base import Transform, query
 
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)")

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kvx.checks import check_number
-from kvx.errors import ConfigError, Unsupported
-from kvx.lingua import EMBEDDED, check_llmlingua, prompt_compressor
-from kvx.tasks.base import Segment, Source
+from kvx.core.checks import check_number
+from kvx.core.errors import ConfigError, Unsupported
+from kvx.core.source import Segment, Source
+from kvx.modeling.lingua import EMBEDDED, check_llmlingua, prompt_compressor
 from kvx.transforms.base import Transform, query
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 from kvx.transforms.base import Transform
 
 if TYPE_CHECKING:
-    from kvx.tasks.base import Segment, Source
+    from kvx.core.source import Segment, Source
 
 
 @dataclass

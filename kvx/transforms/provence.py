@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from kvx.checks import check_number
-from kvx.errors import ConfigError
-from kvx.hub import check_model, hub_model
-from kvx.tasks.base import Segment, Source
+from kvx.core.checks import check_number
+from kvx.core.errors import ConfigError
+from kvx.core.source import Segment, Source
+from kvx.modeling.hub import check_model, hub_model
 from kvx.transforms.base import Transform, query
 from kvx.transforms.extractive import rewrite_passages
 

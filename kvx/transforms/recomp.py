@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kvx.checks import check_int
-from kvx.errors import Unsupported
-from kvx.hub import check_model, hub_model
-from kvx.ranking import top_k
-from kvx.tasks.base import Segment, Source
+from kvx.core.checks import check_int
+from kvx.core.errors import Unsupported
+from kvx.core.ranking import top_k
+from kvx.core.source import Segment, Source
+from kvx.modeling.hub import check_model, hub_model
 from kvx.transforms.base import Transform, query
 from kvx.transforms.extractive import header, sentences
 from kvx.transforms.retrieval import bm25_scores

@@ -16,11 +16,11 @@ from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kvx.checks import check_choice, check_int
-from kvx.embeddings import MINILM, check_encoder
-from kvx.errors import Unsupported
-from kvx.ranking import top_k
-from kvx.tasks.base import Segment, Source
+from kvx.core.checks import check_choice, check_int
+from kvx.core.errors import Unsupported
+from kvx.core.ranking import top_k
+from kvx.core.source import Segment, Source
+from kvx.modeling.embeddings import MINILM, check_encoder
 from kvx.transforms.base import Transform, query
 
 

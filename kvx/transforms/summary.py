@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvx.checks import check_int
-from kvx.errors import ConfigError, Unsupported
-from kvx.tasks.base import Segment, Source
+from kvx.core.checks import check_int
+from kvx.core.errors import ConfigError, Unsupported
+from kvx.core.source import Segment, Source
 from kvx.transforms.base import Transform, query
 
 INSTRUCTION = "Summarize the documents below into the facts needed to answer the question."
@@ -29,7 +29,7 @@ class Summary(Transform):
     _loaded: Any = field(default=None, init=False, repr=False, compare=False)
 
     def validate(self) -> None:
-        from kvx.registry import registry
+        from kvx.core.registry import registry
 
         check_int("transform.max_new_tokens", self.max_new_tokens, 1)
         if not isinstance(self.reader, str) or not self.reader:
@@ -49,7 +49,7 @@ class Summary(Transform):
         import torch  # preflight loads every built-in transform: no framework at import time
         from transformers import DynamicCache
 
-        from kvx.generation import greedy_decode
+        from kvx.modeling.generation import greedy_decode
 
         loaded = self._reader()
         prompt = loaded.encode(f"{INSTRUCTION}\n\n{documents}", f"\n\nQuestion: {question}\nSummary:")
@@ -63,8 +63,8 @@ class Summary(Transform):
     def _reader(self) -> Any:
         """The compressor reader, loaded for this transform only (the panel's reader stays loaded)."""
         if self._loaded is None:
-            from kvx.readers.base import build_reader
-            from kvx.registry import registry
+            from kvx.core.registry import registry
+            from kvx.modeling.reader import build_reader
 
             self._loaded = build_reader(self.reader, registry("reader").get(self.reader)())
         return self._loaded

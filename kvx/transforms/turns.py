@@ -11,16 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kvx.checks import check_bool, check_choice
-from kvx.errors import ConfigError, Unsupported
-from kvx.tasks.base import Segment, Source
+from kvx.core.checks import check_bool, check_choice
+from kvx.core.errors import ConfigError, Unsupported
+from kvx.core.source import SPEAKERS, Segment, Source
 from kvx.transforms.base import Transform
 from kvx.turn_selectors.base import Turn, TurnSelector
 
 if TYPE_CHECKING:
-    from kvx.readers.base import LoadedReader
-
-SPEAKERS = ("user", "system")
+    from kvx.modeling.reader import LoadedReader
 
 
 def dialogue_turns(source: Source) -> list[tuple[Segment, Turn]]:
@@ -83,7 +81,7 @@ class TurnSelection(Transform):
 
 def selection(name: str, selector: TurnSelector, fraction: float, markers: bool) -> TurnSelection:
     """The transform a run gets for ``turn_selector=<name> turn_fraction=<fraction>``."""
-    from kvx.identity import fields_of
+    from kvx.core.identity import fields_of
 
     transform = TurnSelection(name, fraction, markers, fields_of(selector))
     transform._impl = selector

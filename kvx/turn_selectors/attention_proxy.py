@@ -14,17 +14,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from kvx.checks import check_int
-from kvx.errors import ConfigError
-from kvx.hub import hub_model
-from kvx.ranking import top_k
+from kvx.core.checks import check_int
+from kvx.core.errors import ConfigError
+from kvx.core.ranking import top_k
+from kvx.modeling.hub import hub_model
 from kvx.turn_selectors.base import Turn, TurnSelector, Unsupported
 
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from kvx.readers.base import LoadedReader
+    from kvx.modeling.reader import LoadedReader
 
 
 def join_turns(turns: Sequence[Turn]) -> tuple[str, list[tuple[int, int]]]:

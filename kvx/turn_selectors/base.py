@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from kvx.errors import Unsupported
+from kvx.core.errors import Unsupported
 
 __all__ = ["Turn", "TurnSelector", "Unsupported", "dialogue_seed", "keep_count"]
 
 if TYPE_CHECKING:
-    from kvx.readers.base import LoadedReader
+    from kvx.modeling.reader import LoadedReader
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class TurnSelector(ABC):
     rounding: ClassVar[str] = "round"
 
     def validate(self) -> None:  # noqa: B027 - optional hook
-        """Raise ``kvx.errors.ConfigError`` for invalid fields, before any model loads."""
+        """Raise ``kvx.core.errors.ConfigError`` for invalid fields, before any model loads."""
 
     def bind(self, reader: LoadedReader) -> None:  # noqa: B027 - optional hook
         """Called once with the loaded reader before any source; selectors scoring turns with the

@@ -3,7 +3,7 @@
 Both selectors score the newline-joined dialogue in one go, so a turn's score is relative to the
 other turns (compressing each turn alone would keep about the same share of every turn), average the
 scores over each turn's words or tokens, and keep the ``k`` best turns (ties: the earlier turn).
-Both run llmlingua's ``PromptCompressor`` offline on the CPU (``kvx.lingua``).
+Both run llmlingua's ``PromptCompressor`` offline on the CPU (``kvx.modeling.lingua``).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from kvx.checks import check_number
-from kvx.errors import ConfigError
-from kvx.lingua import check_llmlingua, prompt_compressor
-from kvx.ranking import top_k
+from kvx.core.checks import check_number
+from kvx.core.errors import ConfigError
+from kvx.core.ranking import top_k
+from kvx.modeling.lingua import check_llmlingua, prompt_compressor
 from kvx.turn_selectors.attention_proxy import join_turns, token_turns, turn_scores
 from kvx.turn_selectors.base import Turn, TurnSelector
 

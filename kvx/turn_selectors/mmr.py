@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from kvx.checks import check_number
-from kvx.embeddings import MINILM, check_encoder, encoder
+from kvx.core.checks import check_number
+from kvx.modeling.embeddings import MINILM, check_encoder, encoder
 from kvx.turn_selectors.base import Turn, TurnSelector
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kvx.checks import check_int
+from kvx.core.checks import check_int
 from kvx.turn_selectors.base import Turn, TurnSelector, dialogue_seed
 
 

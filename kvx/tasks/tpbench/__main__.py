@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from kvx.errors import ConfigError
+from kvx.core.errors import ConfigError
 from kvx.tasks.tpbench.task import CORPORA, CurrentValue, GoalAndLateUpdate, InitialGoal
 
 PROBES = {"p1": InitialGoal, "p2": CurrentValue, "p3": GoalAndLateUpdate}

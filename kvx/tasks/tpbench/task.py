@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from kvx.errors import ConfigError
+from kvx.core.errors import ConfigError
+from kvx.core.source import SPEAKERS, Segment, Source
 from kvx.tasks import dialogue_corpora, dialogue_synthetic
-from kvx.tasks.base import CountTokens, Score, Segment, Source, Task
+from kvx.tasks.base import CountTokens, Score, Task
 from kvx.tasks.dialogue_corpora import Dialogue
 from kvx.tasks.tpbench import prompts, scoring, text
 from kvx.tasks.tpbench.probes import Counts, Example, build
 from kvx.tasks.tpbench.reply import Reply, parse_reply
-from kvx.transforms.turns import SPEAKERS
 
 CORPORA = ("synthetic", "sgd", "multiwoz21")
 

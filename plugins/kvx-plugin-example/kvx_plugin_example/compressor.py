@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kvx.checks import check_int
 from kvx.compressors.kvpress_adapter import KVPressCompressor
+from kvx.core.checks import check_int
 from kvx_plugin_example.value_norm_press import ValueNormPress
 
 if TYPE_CHECKING:

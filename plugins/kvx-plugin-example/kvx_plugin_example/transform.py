@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from kvx.errors import ConfigError
+from kvx.core.errors import ConfigError
 from kvx.transforms.base import Transform
 
 

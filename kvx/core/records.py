@@ -73,7 +73,7 @@ class Answer:
     stop_reason: str | None  # "eos" | "max_new_tokens"
     metrics: dict[str, float] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
-    #: what it cost (``kvx.costs``): KV bytes held when decoding started, timings; measured, so
+    #: what it cost (``kvx.modeling.costs``): KV bytes held when decoding started, timings; measured, so
     #: never part of an identity or a validation check; None for external and older records
     cost: dict[str, Any] | None = None
 
@@ -217,7 +217,7 @@ def dumps(records: Iterable[Record | dict[str, Any]]) -> str:
     )
 
 
-#: the ``Answer.cost`` fields of any answer (``kvx.costs``), and those only a compressed one has
+#: the ``Answer.cost`` fields of any answer (``kvx.modeling.costs``), and those only a compressed one has
 ANSWER_COSTS = ("kv_bytes", "masked_share", "question_ms", "decode_ms_per_token", "new_tokens", "decode_rows")
 COMPRESSION_COSTS = ("compress_s", "prefill_s")
 

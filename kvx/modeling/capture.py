@@ -7,6 +7,7 @@ all cells of a sweep in one process, so a source prefilled for the first cell se
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -15,8 +16,8 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 from transformers.cache_utils import DynamicLayer
 
-from kvx.compressors.kvpress_adapter import attention_layers
-from kvx.lru import ByteLRU
+from kvx.core.lru import ByteLRU
+from kvx.modeling.layers import attention_layers
 
 
 @dataclass
@@ -72,6 +73,11 @@ def append_layer(cache: DynamicCache, keys: torch.Tensor, values: torch.Tensor) 
     layer.lazy_initialization(keys, values)
     layer.keys, layer.values = keys.contiguous(), values.contiguous()
     cache.layers.append(layer)
+
+
+def ids_digest(ids: torch.Tensor) -> str:
+    """Content key of a token-id tensor (captured prefills, shared compressed contexts)."""
+    return hashlib.sha256(ids.detach().cpu().to(torch.int64).numpy().tobytes()).hexdigest()
 
 
 class _AllLayersSeen(Exception):

@@ -26,8 +26,7 @@ from mlflow.entities import Run, RunStatus
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig
 
-from kvx.preflight import tracking_uri
-from kvx.tags import (  # noqa: F401 - the tag names, re-exported where runs are written
+from kvx.stores.tags import (  # noqa: F401 - the tag names, re-exported where runs are written
     CELL_ID,
     CONFIG_HASH,
     CONTROL_KEY,
@@ -38,6 +37,7 @@ from kvx.tags import (  # noqa: F401 - the tag names, re-exported where runs are
     REUSED,
     ROLE,
     SUPERSEDED_BY,
+    tracking_uri,
 )
 
 log = logging.getLogger("kvx")
@@ -204,7 +204,7 @@ def git_sha() -> str:
 @lru_cache(maxsize=1)
 def provenance_tags() -> dict[str, str]:
     """Versions every run records: kvx, its stack and each plugin distribution."""
-    from kvx.registry import plugin_versions
+    from kvx.core.registry import plugin_versions
 
     tags = {f"version.{d}": _version(d) for d in ("kvx", "torch", "transformers", "kvpress", "hqq", "mlflow")}
     tags.update({f"plugin.{dist}": v for dist, v in plugin_versions().items()})

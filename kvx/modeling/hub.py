@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from kvx.errors import ConfigError, Unsupported
+from kvx.core.errors import ConfigError, Unsupported
 
 _LOADED: dict[str, Any] = {}
 _FAILED: dict[str, str] = {}

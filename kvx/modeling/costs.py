@@ -21,8 +21,8 @@ import torch
 from transformers import Cache, PreTrainedModel
 from transformers.cache_utils import DynamicLayer
 
-from kvx.compressors.kvpress_adapter import attention_layers
-from kvx.generation import Generation
+from kvx.modeling.generation import Generation
+from kvx.modeling.layers import attention_layers
 
 
 def _tensors(value: Any) -> Iterator[torch.Tensor]:

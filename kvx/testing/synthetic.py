@@ -17,13 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from kvx import tracking
+from kvx.core.identity import digest
+from kvx.core.records import Answer, Record, cell_metrics, dumps
 from kvx.diagnostics.attention_access import Attention
 from kvx.diagnostics.cache_coverage import Coverage
 from kvx.diagnostics.categories import categorize, category_row
 from kvx.diagnostics.likelihood import Likelihood
-from kvx.identity import digest
-from kvx.records import Answer, Record, cell_metrics, dumps
+from kvx.stores import tracking
 
 N_CONTEXT, N_QUESTION = 1000, 40  # tokens of every synthetic prompt
 RISK = {

@@ -13,16 +13,16 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from kvx import leases, tracing, tracking
-from kvx.config import GROUPS, choices, instantiate
-from kvx.errors import ConfigError
-from kvx.heap import PeakMemory
-from kvx.identity import digest
+from kvx.cli.config import GROUPS, choices, instantiate
+from kvx.cli.preflight import check_job
+from kvx.core.errors import ConfigError
+from kvx.core.identity import digest
+from kvx.core.records import as_dicts, cell_metrics, cost_metrics, dumps
+from kvx.core.registry import RegistryError, canonical, registry
+from kvx.modeling.heap import PeakMemory
+from kvx.modeling.reader import load_reader, reader_identity
 from kvx.pipeline.engine import Cell, Engine
-from kvx.preflight import check_job
-from kvx.readers.base import load_reader, reader_identity
-from kvx.records import as_dicts, cell_metrics, cost_metrics, dumps
-from kvx.registry import RegistryError, canonical, registry
+from kvx.stores import leases, tracing, tracking
 from kvx.transforms.turns import selection
 
 log = logging.getLogger("kvx")

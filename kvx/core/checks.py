@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from kvx.errors import ConfigError
+from kvx.core.errors import ConfigError
 
 
 def check_ratio(ratio: Any) -> float:

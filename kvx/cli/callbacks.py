@@ -2,7 +2,7 @@
 
 Hydra skips ``on_multirun_end`` when a job raises, so the parent is also closed from an
 ``atexit`` hook that marks it FAILED if nothing marked it FINISHED. The parent beats like a cell
-run (``kvx.leases``) and carries the identity of its grid, so rerunning an interrupted command
+run (``kvx.stores.leases``) and carries the identity of its grid, so rerunning an interrupted command
 supersedes the earlier sweep: a killed sweep left RUNNING is closed, and the aggregate counts the
 grid's cells once, under the sweep that finished it.
 """
@@ -19,8 +19,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from kvx import leases, tracking
-from kvx.identity import digest
+from kvx.core.identity import digest
+from kvx.stores import leases, tracking
 
 log = logging.getLogger("kvx")
 

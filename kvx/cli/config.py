@@ -2,7 +2,7 @@
 
 Each registered class is stored as a structured node, so ``press=<name>`` selects any installed
 compressor and ``press.<field>=...`` is type-checked against its dataclass. Names and values are
-checked before Hydra runs (``kvx.preflight``) so that a typo gets a "did you mean" and the list of
+checked before Hydra runs (``kvx.cli.preflight``) so that a typo gets a "did you mean" and the list of
 registered names, not a model load followed by a stack trace.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from kvx.registry import BUILTIN_DIST, RegistryError, registry
+from kvx.core.registry import BUILTIN_DIST, RegistryError, registry
 
 #: config group -> registry kind
 GROUPS = {

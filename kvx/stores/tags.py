@@ -1,0 +1,26 @@
+"""What reaching a tracking store takes without importing MLflow: the tag names kvx puts on runs and
+the store's URI, so readers of a store (the aggregate, the preflight) start before MLflow's ~2 s import."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+CONFIG_HASH = "kvx.config_hash"
+CELL_ID = "kvx.cell_id"
+DIAGNOSTICS = "kvx.diagnostics"
+REUSED = "kvx.reused."  # + cell id, on a sweep run: a job of the sweep reused that finished cell run
+ROLE = "kvx.role"
+CONTROL_KEY = "kvx.control_key"
+PLANNED_JOBS = "kvx.planned_jobs"
+GRID = "kvx.grid"  # on a sweep run: the identity of its command line's grid
+SUPERSEDED_BY = "kvx.superseded_by"  # on a sweep run: the later sweep of the same grid that resumed it
+MLFLOW_PARENT = "mlflow.parentRunId"
+
+
+def tracking_uri(cfg: DictConfig) -> str:
+    """``MLFLOW_TRACKING_URI`` wins over ``mlflow.tracking_uri`` (read without importing mlflow)."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or str(cfg.mlflow.tracking_uri)
