@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kvx.aggregate.sources import DirectorySource, MlflowSource, Source
+from kvx.aggregate.read.sources import DirectorySource, MlflowSource, Source
 
 ANSWER = ("output", "normalized", "score", "correct", "token_ids", "stop_reason", "metrics", "details")
 RECORD = (

@@ -11,9 +11,9 @@ import pandas as pd
 from test_aggregate import problems, rec, run, write
 
 from kvx.aggregate.__main__ import main
-from kvx.aggregate.costs import NO_BYTES, NO_RATE, NO_SUPPORTED, frontier, pareto
-from kvx.aggregate.plots import frontier_plot
-from kvx.aggregate.rows import project
+from kvx.aggregate.analyse.cost_frontier import NO_BYTES, NO_RATE, NO_SUPPORTED, frontier, pareto
+from kvx.aggregate.publish.plots import frontier_plot
+from kvx.aggregate.read.rows import project
 from kvx.core.records import ANSWER_COSTS, COMPRESSION_COSTS
 from kvx.testing.synthetic import controls
 

@@ -13,9 +13,9 @@ import pytest
 from test_aggregate import FAST, cov, rec
 
 from kvx.aggregate.__main__ import main
-from kvx.aggregate.pipeline import Options, analyse
-from kvx.aggregate.plots import category_bars
-from kvx.aggregate.sources import DirectorySource
+from kvx.aggregate.publish.plots import category_bars
+from kvx.aggregate.read.sources import DirectorySource
+from kvx.aggregate.run import Options, analyse
 from kvx.core.records import dumps, validate
 from kvx.diagnostics.categories import categorize
 

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kvx.aggregate import plots, report
-from kvx.aggregate.costs import frontier
+from kvx.aggregate.analyse.cost_frontier import frontier
+from kvx.aggregate.publish import plots, report
 
 NAN = math.nan
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -109,7 +109,7 @@ def _audit_readers() -> pd.DataFrame:
 
 
 def _contrast() -> pd.DataFrame:
-    from kvx.aggregate.contrast import COLUMNS
+    from kvx.aggregate.analyse.contrast import COLUMNS
 
     rows = [
         ["tool_call", "smollm2", "snapkv", "0.25", 0.25, "name_substring", "schema_valid", 8, 1.0, 1.0, 1.0,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from kvx.aggregate.stats import (
+from kvx.aggregate.analyse.stats import (
     auroc,
     eiv_bootstrap,
     eiv_correlation,

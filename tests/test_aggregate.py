@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from kvx.aggregate.__main__ import main
-from kvx.aggregate.pipeline import Options, analyse
-from kvx.aggregate.sources import DirectorySource, MlflowSource
+from kvx.aggregate.read.sources import DirectorySource, MlflowSource
+from kvx.aggregate.run import Options, analyse
 from kvx.core.records import Answer, dumps, validate
 from kvx.testing.synthetic import Grid, cell_records, controls, log_sweep, ratio_record
 
@@ -387,7 +387,10 @@ def test_stale_sweeps_and_unfinished_jobs_are_reported(tmp_path: Path) -> None:
         [exp], f"tags.`{tracking.MLFLOW_PARENT}` = '{sweep}' and tags.`kvx.role` = 'cell'"
     )[0]
     client.log_metric(cell.info.run_id, "n_cw", 99)  # a logged count the records do not regenerate
-    result = analyse(MlflowSource(uri, ["kvx"], [crashed], close_stale=True), FAST)
+    source = MlflowSource(uri, ["kvx"], [crashed], close_stale=True)
+    assert source.stale == [crashed] and client.get_run(crashed).info.status == "RUNNING"  # only read
+    tracking.close_stale(uri, source.stale)
+    result = analyse(source, FAST)
     checks = {p.check for p in result.problems}
     assert {"stale_parent", "unfinished_run", "expected_cells"} <= checks
     counts = [p for p in analyse(MlflowSource(uri, ["kvx"], [sweep]), FAST).problems if p.check == "counts"]

@@ -11,10 +11,10 @@ import pytest
 from helpers import run_kvx
 
 from kvx.aggregate.__main__ import main
-from kvx.aggregate.pipeline import Options, analyse
-from kvx.aggregate.rows import project
-from kvx.aggregate.sources import DirectorySource
-from kvx.aggregate.tpbench import TABLES, cluster_interval, tpbench_rows
+from kvx.aggregate.analyse.tpbench import TABLES, cluster_interval, tpbench_rows
+from kvx.aggregate.read.rows import project
+from kvx.aggregate.read.sources import DirectorySource
+from kvx.aggregate.run import Options, analyse
 from kvx.core.identity import digest
 from kvx.core.records import Answer, Record, dumps, validate
 
@@ -419,7 +419,7 @@ def test_command_without_tpbench_records_writes_nothing_of_it(tmp_path: Path) ->
 
 
 def test_rank_change_figure(tmp_path: Path) -> None:
-    from kvx.aggregate.plots import tpbench_rank_change
+    from kvx.aggregate.publish.plots import tpbench_rank_change
 
     assert tpbench_rank_change(pd.DataFrame(), tmp_path) == []
     t = analyse(DirectorySource([write(tmp_path / "records", ranking_records())]), FAST).tables

@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 
 from kvx.aggregate.__main__ import main
-from kvx.aggregate.audit import audit
-from kvx.aggregate.pipeline import Options
+from kvx.aggregate.analyse.audit import audit
+from kvx.aggregate.analyse.stats import eiv_bootstrap
+from kvx.aggregate.analyse.swap import swapped
+from kvx.aggregate.run import Options
 from kvx.aggregate.scores import audit_scores, read_scores
-from kvx.aggregate.stats import eiv_bootstrap
-from kvx.aggregate.swap import swapped
 
 FAST = Options(n_splits=200, n_boot=200, seed=1, progress=False)
 PANEL = {  # raw means 0.1 / 0.5 / 0.9; compressed 0.5 / 0.6 / 0.6 (test_aggregate's hand-computed panel)
@@ -174,7 +174,7 @@ def test_tied_raw_readers_have_no_endpoint_pair():
 
 
 def test_a_varying_split_size_is_its_own_matrix_column():
-    from kvx.aggregate.cells import with_varying
+    from kvx.aggregate.read.cells import with_varying
 
     matrix = pd.DataFrame({"task": ["t", "t"], "reader": ["r", "r"], "compressor": ["a", "b"]})
     matrix = matrix.assign(setting="-", n_sources=[100, 50])

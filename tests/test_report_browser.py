@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from helpers import BROWSER_ARGS, chromium_or_skip
 
-from kvx.aggregate import report
 from kvx.aggregate.__main__ import main
+from kvx.aggregate.publish import report
 from kvx.core.records import dumps
 from kvx.testing.synthetic import Grid, cells
 

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 from mlflow.tracking import MlflowClient
 
-from kvx.aggregate import sqlite_runs
+from kvx.aggregate.read import sqlite_runs
 from kvx.testing.synthetic import Grid, log_sweep
 
 

@@ -17,14 +17,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from kvx.aggregate.pipeline import Options, Result, analyse
-from kvx.aggregate.sources import DirectorySource, MlflowSource, Source
+from kvx.aggregate.read.sources import DirectorySource, MlflowSource, Source
+from kvx.aggregate.run import Options, Result, analyse
 from kvx.core.errors import ConfigError
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from kvx.aggregate.plots import Drawer
+    from kvx.aggregate.publish.plots import Drawer
 
 DEFAULT_URI = "sqlite:///outputs/mlflow.db"
 
@@ -103,7 +103,12 @@ def build_source(args: argparse.Namespace) -> tuple[Source, str | None]:
 
     uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
     check_reachable(uri, "--tracking-uri" if args.tracking_uri else None)
-    return MlflowSource(uri, args.experiment or ["kvx"], args.sweep, args.close_stale), uri
+    source = MlflowSource(uri, args.experiment or ["kvx"], args.sweep, args.close_stale)
+    if args.close_stale and source.stale:
+        from kvx.stores.tracking import close_stale  # imports MLflow: only when asked to write
+
+        close_stale(uri, source.stale)
+    return source, uri
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.records and result.n_records == 0:
             print(f"kvx.aggregate: --records holds no records ({'; '.join(source.notes)})", file=sys.stderr)
             return 2
-    from kvx.aggregate.publish import publish
+    from kvx.aggregate.publish.write import publish
 
     report = publish(
         result,
@@ -169,7 +174,7 @@ class _Figures:
 
     def start(self) -> Drawer:
         if self.drawer is None:
-            from kvx.aggregate.plots import Drawer
+            from kvx.aggregate.publish.plots import Drawer
 
             self.out.mkdir(parents=True, exist_ok=True)
             self.drawer = Drawer(self.out, self.workers)

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from kvx.aggregate.pipeline import PROBLEM_COLUMNS, Options, Result
-from kvx.aggregate.problems import Problem
-from kvx.aggregate.sources import Source
+from kvx.aggregate.read.problems import Problem
+from kvx.aggregate.read.sources import Source
+from kvx.aggregate.run import PROBLEM_COLUMNS, Options, Result
 
 REQUIRED = ("row_id", "reader", "compressor")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -49,7 +49,7 @@ def read_scores(path: Path) -> pd.DataFrame:
 
 
 def score_rows(frame: pd.DataFrame, origin: str) -> tuple[pd.DataFrame, list[Problem]]:
-    """Audit rows (the shape ``kvx.aggregate.audit`` reads) and the problems found on the way."""
+    """Audit rows (the shape ``kvx.aggregate.analyse.audit`` reads) and the problems found on the way."""
     problems: list[Problem] = []
     metrics = [c[4:] for c in frame if c.startswith("raw_") and f"comp_{c[4:]}" in frame]
     task = frame["task"].astype(str) if "task" in frame else "imported"
@@ -114,7 +114,7 @@ class ScoresSource(Source):
 
 def audit_scores(paths: list[Path], options: Options) -> Result:
     """The reader-upgrade audit of precomputed scores, as ``analyse`` returns it for records."""
-    from kvx.aggregate.audit import audit, with_families
+    from kvx.aggregate.analyse.audit import audit, with_families
 
     parts, problems = [], []
     for path in paths:

@@ -169,6 +169,14 @@ def ui_path(experiment_id: str) -> str:
     return f"#/experiments/{experiment_id}/runs?{UI_QUERY}"
 
 
+def close_stale(uri: str, run_ids: list[str]) -> None:
+    """Mark sweep runs a crash left RUNNING as KILLED (``python -m kvx.aggregate --close-stale``):
+    the aggregate only reads, so closing them is asked for explicitly and done here."""
+    client = MlflowClient(tracking_uri=uri)
+    for run_id in run_ids:
+        client.set_terminated(run_id, "KILLED")
+
+
 def runs_with_tag(client: MlflowClient, exp_id: str, key: str, value: str) -> list[Run]:
     return client.search_runs([exp_id], filter_string=f"tags.`{key}` = '{value}'", max_results=1000)
 

@@ -9,8 +9,8 @@ from dataclasses import asdict
 from importlib.metadata import version
 from pathlib import Path
 
-from kvx.aggregate.pipeline import Options, Result
-from kvx.aggregate.sources import Source
+from kvx.aggregate.read.sources import Source
+from kvx.aggregate.run import Options, Result
 
 TITLE = "kvx aggregate report"
 
@@ -25,13 +25,13 @@ def publish(
 ) -> Path:
     """Tables, figures (drawn here when ``plots`` is True; already drawn when it is the figures) and the
     report, logged to MLflow when ``log_uri`` is given."""
-    from kvx.aggregate.report import write_html, write_section_markdown, write_tables
+    from kvx.aggregate.publish.report import write_html, write_section_markdown, write_tables
 
     out.mkdir(parents=True, exist_ok=True)
     write_tables(result.tables, out)
     figures: dict[str, list[Path]] = plots if isinstance(plots, dict) else {}
     if plots is True:
-        from kvx.aggregate.plots import plot_all
+        from kvx.aggregate.publish.plots import plot_all
 
         figures = plot_all(result.tables, out, options.workers)
     write_section_markdown(result.tables, figures, out)

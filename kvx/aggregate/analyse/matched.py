@@ -12,9 +12,9 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from kvx.aggregate.matrix import failure_rows
-from kvx.aggregate.rows import Metric
-from kvx.aggregate.stats import jaccard
+from kvx.aggregate.analyse.matrix import failure_rows
+from kvx.aggregate.analyse.stats import jaccard
+from kvx.aggregate.read.rows import Metric
 
 GROUP = ["task", "reader", "setting"]
 

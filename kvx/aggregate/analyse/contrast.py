@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kvx.aggregate.matrix import CELL
+from kvx.aggregate.analyse.matrix import CELL
 
 COLUMNS = [
     *CELL,

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from kvx.aggregate.problems import Problem
-from kvx.aggregate.stats import (
+from kvx.aggregate.analyse.stats import (
     eiv_bootstrap,
     eiv_correlation,
     endpoints,
@@ -32,6 +31,7 @@ from kvx.aggregate.stats import (
     retention,
     upgrade_interval,
 )
+from kvx.aggregate.read.problems import Problem
 
 PANEL = ["task", "evidence", "compressor", "setting"]
 BASE_METRICS = {"correct": ("full_correct", "comp_correct"), "score": ("full_score", "comp_score")}

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kvx.aggregate.matrix import CELL
-from kvx.aggregate.stats import pair_mcnemar, paired_bootstrap_difference
+from kvx.aggregate.analyse.matrix import CELL
+from kvx.aggregate.analyse.stats import pair_mcnemar, paired_bootstrap_difference
 
 COLUMNS = [
     *CELL,

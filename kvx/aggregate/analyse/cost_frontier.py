@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from kvx.aggregate.matrix import CELL, controls, levels
+from kvx.aggregate.analyse.matrix import CELL, controls, levels
 from kvx.core.records import ANSWER_COSTS, COMPRESSION_COSTS
 
 MIB = 2**20

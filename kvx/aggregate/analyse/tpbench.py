@@ -2,7 +2,7 @@
 
 Everything is computed from the records alone. A TPBench record carries its probe metrics and its
 answer details (dialogue id, whether the reference survived compression, whether the update turn
-was kept), which :func:`kvx.aggregate.rows.project` flattens into ``comp_m.*``/``comp_d.*`` and
+was kept), which :func:`kvx.aggregate.read.rows.project` flattens into ``comp_m.*``/``comp_d.*`` and
 ``full_m.*``/``full_d.*``, so these tables regenerate from a record directory without the task.
 
 A *method* is a turn selector (``recency``), a turn deletion (``delete:update``) or a KV press
@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kvx.aggregate.cells import owner
-from kvx.aggregate.stats import _BLOCK_CELLS, _check_bootstrap, _interval, pair_mcnemar
+from kvx.aggregate.analyse.stats import _BLOCK_CELLS, _check_bootstrap, _interval, pair_mcnemar
+from kvx.aggregate.read.cells import owner
 from kvx.core.identity import varying
 
 __all__ = [

@@ -14,20 +14,20 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from kvx.aggregate.audit import audit, with_families
-from kvx.aggregate.cells import label_cells, with_varying
-from kvx.aggregate.contrast import contrast
-from kvx.aggregate.costs import costs, frontier
-from kvx.aggregate.intervention import intervention
-from kvx.aggregate.matched import matched
-from kvx.aggregate.matrix import categories, failures, matrix
-from kvx.aggregate.problems import Problem
-from kvx.aggregate.rows import with_ids
-from kvx.aggregate.separation import separation
-from kvx.aggregate.sources import CONTROL_SUFFIX, Batch, Source, stem
-from kvx.aggregate.swap import swapped
-from kvx.aggregate.tpbench import tpbench_tables
-from kvx.aggregate.validation import Validated, cross_check, validate_batch
+from kvx.aggregate.analyse.audit import audit, with_families
+from kvx.aggregate.analyse.contrast import contrast
+from kvx.aggregate.analyse.cost_frontier import costs, frontier
+from kvx.aggregate.analyse.intervention import intervention
+from kvx.aggregate.analyse.matched import matched
+from kvx.aggregate.analyse.matrix import categories, failures, matrix
+from kvx.aggregate.analyse.separation import separation
+from kvx.aggregate.analyse.swap import swapped
+from kvx.aggregate.analyse.tpbench import tpbench_tables
+from kvx.aggregate.read.cells import label_cells, with_varying
+from kvx.aggregate.read.problems import Problem
+from kvx.aggregate.read.rows import with_ids
+from kvx.aggregate.read.sources import CONTROL_SUFFIX, Batch, Source, stem
+from kvx.aggregate.read.validation import Validated, cross_check, validate_batch
 from kvx.aggregate.workers import cpus, imap
 
 PROBLEM_COLUMNS = ["check", "severity", "run", "key", "message"]

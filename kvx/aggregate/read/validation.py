@@ -23,9 +23,9 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from kvx.aggregate.problems import Problem
-from kvx.aggregate.rows import Metric, declared_metrics, project
-from kvx.aggregate.sources import Batch, NotRecords
+from kvx.aggregate.read.problems import Problem
+from kvx.aggregate.read.rows import Metric, declared_metrics, project
+from kvx.aggregate.read.sources import Batch, NotRecords
 from kvx.core.records import SCHEMA_VERSION, cell_metrics, is_valid, schema, unknown_fields
 
 COUNT_KEYS = (

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kvx.aggregate.matrix import CELL
-from kvx.aggregate.rows import Metric
-from kvx.aggregate.stats import stratified_auroc, stratified_auroc_interval
+from kvx.aggregate.analyse.matrix import CELL
+from kvx.aggregate.analyse.stats import stratified_auroc, stratified_auroc_interval
+from kvx.aggregate.read.rows import Metric
 
 COLUMNS = ["metric", "direction", "auroc", "ci_low", "ci_high", "n_strata", "n_cw", "n_cc"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kvx.aggregate.rows import Metric
+from kvx.aggregate.read.rows import Metric
 from kvx.diagnostics.categories import CATEGORIES
 
 CELL = ["task", "reader", "compressor", "setting"]

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import is_bool_dtype, is_integer_dtype, is_numeric_dtype
 
-from kvx.aggregate.tpbench import TABLES as TPBENCH_TABLES
+from kvx.aggregate.analyse.tpbench import TABLES as TPBENCH_TABLES
 
 __all__ = [
     "OPTIONAL_SECTIONS",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvx.aggregate.problems import Problem
+from kvx.aggregate.read.problems import Problem
 
 
 def swapped(rows: pd.DataFrame, before: str, after: str) -> tuple[pd.DataFrame, list[Problem]]:

@@ -17,8 +17,8 @@ from typing import Any
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
-from kvx.aggregate import sqlite_runs
-from kvx.aggregate.problems import Problem
+from kvx.aggregate.read import sqlite_runs
+from kvx.aggregate.read.problems import Problem
 from kvx.stores.tags import CONTROL_KEY, GRID, MLFLOW_PARENT, PLANNED_JOBS, REUSED, ROLE
 
 CONTROL_SUFFIX = ".controls.jsonl"
@@ -107,6 +107,8 @@ class MlflowSource(Source):
     def __init__(
         self, uri: str, experiments: list[str], sweeps: list[str] | None = None, close_stale: bool = False
     ) -> None:
+        """``close_stale``: the caller closes the sweeps left RUNNING (``stale``) after reading, through
+        ``kvx.stores.tracking.close_stale``; the source itself never writes to the store."""
         super().__init__({"tracking_uri": uri, "experiments": ", ".join(experiments)})
         if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
             raise FileNotFoundError(f"--tracking-uri {uri}: no such store (run a sweep first)")
@@ -115,7 +117,8 @@ class MlflowSource(Source):
         db = uri.removeprefix("sqlite:///")
         self.store_dir = Path(db).resolve().parent if db != uri else None
         found = None
-        if self.store_dir is not None and not close_stale:  # an embedded store, only read: no MLflow
+        self.stale: list[str] = []  # sweep runs a crash left RUNNING
+        if self.store_dir is not None:  # an embedded store, only read: no MLflow
             try:
                 found = sqlite_runs.search(Path(db), experiments)
             except LookupError as exc:
@@ -193,8 +196,7 @@ class MlflowSource(Source):
                         f"RUNNING (a crashed or unfinished sweep); {action}",
                     )
                 )
-                if close_stale:
-                    self.client.set_terminated(run_id, "KILLED")
+                self.stale.append(run_id)
             planned = run.data.tags.get(PLANNED_JOBS)
             if planned is not None:
                 self.planned[run_id] = int(planned)
@@ -208,8 +210,8 @@ class MlflowSource(Source):
 
     @property
     def client(self) -> Any:
-        """MLflow's client, imported and opened only when needed: a tracking server, a download, closing
-        stale sweeps, or an embedded store ``sqlite_runs`` cannot read."""
+        """MLflow's client, imported and opened only when needed: a tracking server, a download, or
+        an embedded store ``sqlite_runs`` cannot read."""
         if self._client is None:
             from mlflow.tracking import MlflowClient
 
