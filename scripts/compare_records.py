@@ -42,7 +42,7 @@ def load(spec: str) -> dict[tuple, dict[str, Any]]:
     for batch in source(spec).batches():
         if batch.kind != "records":
             continue
-        for line in batch.lines:
+        for line in batch.read():
             if line.strip():
                 r = json.loads(line)
                 key = (

@@ -62,8 +62,9 @@ def component(name: str, obj: Any, **extra: Any) -> dict[str, Any]:
 class CellIdentity:
     """The semantic description of a cell and its hash.
 
-    ``split`` is the part the FullCache control depends on (task, reader, split size, decoding
-    budget): every compressor, transform and setting of that split shares one control per source.
+    ``split`` groups the cells that share FullCache controls (task, reader, seed, split size, context
+    size, decoding budget): every compressor, transform and setting of that split pairs with one
+    control per source. The control itself is stored by ``answer_fields`` (``kvx.stores.controls``).
     """
 
     task: dict[str, Any]
@@ -86,6 +87,14 @@ class CellIdentity:
             "context_tokens": self.context_tokens,
             "max_new_tokens": self.max_new_tokens,
         }
+
+    def answer_fields(self) -> dict[str, Any]:
+        """What, beside the source and the prompt the reader rendered of it, determines a FullCache
+        answer: the task (its fields and scorer version score it), the reader and the decoding
+        budget. The seed, the split size and the context size only choose and size the sources,
+        whose content the control store keys by instead, so a source answered in one split is
+        answered in every split that draws it."""
+        return {"task": self.task, "reader": self.reader, "max_new_tokens": self.max_new_tokens}
 
     def as_dict(self) -> dict[str, Any]:
         return {

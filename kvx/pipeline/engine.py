@@ -44,7 +44,7 @@ from kvx.pipeline.diagnose import diagnose
 from kvx.pipeline.encode import encode, prompt_hash
 from kvx.pipeline.evaluate import evaluate
 from kvx.pipeline.transform import Transformed, transform_source
-from kvx.stores.controls import ControlStore, control_key
+from kvx.stores.controls import ControlStore, answer_key, control_key, split_key
 from kvx.stores.spool import Spool
 from kvx.stores.tracing import Tracer, sampled
 from kvx.tasks.base import Task
@@ -145,9 +145,11 @@ class Engine:
             self._splits[key] = split
         return self._splits[key]
 
-    def control(self, cell: Cell, reader: LoadedReader, source: Source, prompt: Prompt, split: str) -> Answer:
+    def control(
+        self, cell: Cell, reader: LoadedReader, source: Source, prompt: Prompt, identity: CellIdentity
+    ) -> Answer:
         """The FullCache answer of one source: from the store, or decoded once and stored."""
-        key, stored = self._stored_control(split, prompt, source)
+        key, stored = self._stored_control(identity, prompt, source)
         if stored is not None:
             return self._with_bytes(key, stored, reader, prompt)
         capture = self.caches.capture(reader, prompt.context_ids)
@@ -167,10 +169,14 @@ class Engine:
             self.controls.put(key, full.to_dict(), computed=False)
         return full
 
-    def _stored_control(self, split: str, prompt: Prompt, source: Source) -> tuple[str, Answer | None]:
-        """The control store's key for one source and its stored answer, if any."""
-        key = control_key(split=split, prompt=prompt_hash(prompt), source=source.digest())
-        stored = self.controls.get(key)
+    def _stored_control(
+        self, identity: CellIdentity, prompt: Prompt, source: Source
+    ) -> tuple[str, Answer | None]:
+        """The control store's key for one source and its stored answer, if any (also under the
+        split-based key older kvx stored it by: ``kvx.controls``)."""
+        rendered, content = prompt_hash(prompt), source.digest()
+        key = answer_key(identity, rendered, content)
+        stored = self.controls.find(key, split_key(identity, rendered, content))
         return key, None if stored is None else Answer.from_dict(stored)
 
     def transformed(
@@ -372,7 +378,7 @@ class Engine:
         self._count(identity.id, "alone: traced source")
         try:
             with tracer.stage("control", {"compressor": "FullCache"}) as span:
-                job.record.full = self.control(cell, reader, source, prompt, identity.split)
+                job.record.full = self.control(cell, reader, source, prompt, identity)
                 span.set_outputs(job.record.full.to_dict())
         except Exception as exc:  # no control, no pair: an error, not a wrong answer
             job.record.fail("error", f"FullCache control: {type(exc).__name__}: {exc}")
@@ -440,7 +446,7 @@ class Engine:
         capture), ``release`` drops the capture before decoding, and the shared compressed contexts
         unless ``keep_shared``: the decode then holds the caches it reads and nothing else."""
         cell = jobs[0].cell
-        key, full = self._stored_control(jobs[0].record.split, prompt, source)
+        key, full = self._stored_control(cell.identity(reader.identity), prompt, source)
         control: DecodeJob | None = None
         control_cost: dict = {}
         try:
