@@ -189,12 +189,11 @@ def test_a_corrupt_gz_file_is_a_located_problem(tmp_path):
     assert result.n_rows == 6
 
 
-def test_the_readme_worked_example_aggregates_strictly(tmp_path, capsys):
-    """The external record the README shows is valid and aggregates with 0 problems beside its ledger."""
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
-    example = (
-        readme.split("**Record directories and external ledgers.**")[1].split("```json\n")[1].split("```")[0]
-    )
+def test_the_documented_worked_example_aggregates_strictly(tmp_path, capsys):
+    """The external record docs/records.md shows is valid and aggregates with 0 problems beside its ledger."""
+    page = (Path(__file__).parents[1] / "docs" / "records.md").read_text(encoding="utf-8")
+    section = page.split("## Record directories and external ledgers\n")[1]
+    example = section.split("```json\n")[1].split("```")[0]
     record = json.loads(example)
     validate(record)
     folder = tmp_path / "DIR"
