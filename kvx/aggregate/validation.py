@@ -1,12 +1,12 @@
 """Validation before analysis (KVDiagnosis Table 10): every problem located, nothing dropped silently.
 
 Per record: schema version (an earlier kvx's record is upgraded on read, ``kvx.upgrade``, and counted),
-JSON Schema, finite numbers. Per run: the logged counts regenerate
-from the records and sum to their totals. Across records: unique keys, one prompt hash and one
-FullCache answer per source, the control ledger agrees, and every planned cell is present (or
-explicitly unsupported) for every source of its split. ``error`` problems leave the offending
-records (or the whole source, when its pairing is in doubt) out of the analysis; ``warning``
-problems keep them. Both are listed in the report and ``--strict`` fails on either.
+JSON Schema, finite numbers. Per run: the logged counts regenerate from the records and sum to their
+totals. Across records: unique keys, one prompt hash and one FullCache answer per source, the control
+ledger agrees, and every planned cell is present (or explicitly unsupported) for every source of its
+split. ``error`` problems leave the offending records (or the whole source, when its pairing is in
+doubt) out of the analysis; ``warning`` problems keep them. Both are listed in the report and
+``--strict`` fails on either.
 """
 
 from __future__ import annotations
