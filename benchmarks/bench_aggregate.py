@@ -4,14 +4,16 @@ fresh process (imports included), runs alternating between inputs, medians repor
     python benchmarks/bench_aggregate.py release       # 62,400 records, every table and figure
     python benchmarks/bench_aggregate.py diagnostics   # 60,000 records with every diagnostic
     python benchmarks/bench_aggregate.py million       # 1,000,320 records, --no-plots, streamed
-    [--repeat 3] [--workdir /tmp/kvx-bench-aggregate]
+    [--repeat 3] [--workdir /tmp/kvx-bench-aggregate] [--schema1]
 
 ``release`` is KVDiagnosis's public release in shape: 4 tasks x 650 sources x 8 methods x 3 settings,
 ThinK at 25% kept unsupported, 1% errored runs, no diagnostics; it is read from an MLflow store (logged
 like a sweep) and from the same records as a ``.jsonl.gz`` directory, and both must give identical
 tables. ``diagnostics`` adds every diagnostic and the intervention (the figure-heavy path: categories,
 forest plot). ``million`` is 16 tasks x 2,605 sources x 24 cells as ``.jsonl.gz`` files. Peak memory is
-the aggregate process's max RSS and, separately, its largest worker's.
+the aggregate process's max RSS and, separately, its largest worker's. ``--schema1`` also reads the study
+as kvx 0.1 wrote it (schema 1, ``synthetic.as_schema1``), which the aggregate upgrades on read: its
+tables must equal the schema-2 study's, except what schema 1 never recorded (costs, task families).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pandas as pd
 
 from kvx.testing.synthetic import Grid, log_sweep, write_records
 
@@ -83,13 +87,21 @@ def timed(args: list[str]) -> tuple[float, float, float, str]:
     return seconds, int(own) / 1024, int(worker) / 1024, summary
 
 
-def generate(name: str, workdir: Path) -> dict[str, list[str]]:
+SCHEMA1 = "schema-1 records (.jsonl.gz)"
+#: tables with what schema 1 never recorded: costs (unknown there, not zero), task families (pooled rows)
+SCHEMA1_UNKNOWN = ("costs.csv", "frontier.csv", "matrix.csv")
+
+
+def generate(name: str, workdir: Path, schema1: bool = False) -> dict[str, list[str]]:
     """The inputs of one benchmark: label -> the aggregate's input arguments."""
     grid = GRIDS[name]
     records = workdir / "records"
     started = time.perf_counter()
     n = write_records(records, grid)
     inputs = {"record directory (.jsonl.gz)": ["--records", str(records)]}
+    if schema1:
+        write_records(workdir / "records-schema1", grid, schema1=True)
+        inputs[SCHEMA1] = ["--records", str(workdir / "records-schema1")]
     if name != "million":
         from mlflow.tracking import MlflowClient
 
@@ -106,11 +118,12 @@ def main() -> None:
     p.add_argument("size", choices=sorted(GRIDS))
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--workdir", type=Path, default=Path("/tmp/kvx-bench-aggregate"))
+    p.add_argument("--schema1", action="store_true", help="also read the study as kvx 0.1 wrote it")
     args = p.parse_args()
     workdir = args.workdir / args.size
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
-    inputs = generate(args.size, workdir)
+    inputs = generate(args.size, workdir, args.schema1)
     extra = ["--no-plots"] if args.size == "million" else []
     runs: dict[str, list[tuple[float, float, float, str]]] = {label: [] for label in inputs}
     for i in range(args.repeat):  # alternating inputs, so drift on a shared machine hits both alike
@@ -124,13 +137,32 @@ def main() -> None:
             f"{label:30s} median {median:.1f} s wall ({walls}), peak RSS {own:.0f}, worker {worker:.0f} MiB"
         )
         print(f"{'':30s} {results[-1][3]}")
-    if len(inputs) == 2:  # the store and its records as files must give the same numbers
-        out_a, out_b = workdir / "out-0-0", workdir / "out-1-0"
-        csvs = sorted(q.name for q in out_a.glob("*.csv") if q.name != "problems.csv")
-        differ = [n for n in csvs if not filecmp.cmp(out_a / n, out_b / n, shallow=False)]
+    first = workdir / "out-0-0"  # every input must give the first one's numbers
+    for k, label in enumerate(inputs):
+        if k == 0:
+            continue
+        out = workdir / f"out-{k}-0"
+        csvs = sorted(q.name for q in first.glob("*.csv") if q.name != "problems.csv")
+        differ = [
+            n for n in csvs if not (out / n).is_file() or not filecmp.cmp(first / n, out / n, shallow=False)
+        ]
+        if label == SCHEMA1:
+            unknown = [n for n in differ if n in SCHEMA1_UNKNOWN]
+            differ = [n for n in differ if n not in SCHEMA1_UNKNOWN]
+            print(
+                f"{label}: matrix identical without the schema-2 task-family rows: {_same_matrix(first, out)}"
+            )
+            print(f"{'':30s} differ as expected (unknown in schema 1): {', '.join(unknown) or 'none'}")
         print(
             f"tables identical: {not differ} ({len(csvs)} CSV files; differ: {', '.join(differ) or 'none'})"
         )
+
+
+def _same_matrix(schema2: Path, schema1: Path) -> bool:
+    """Schema 1 records have no task family, so the matrix has no family rows; every other row is equal."""
+    a, b = pd.read_csv(schema2 / "matrix.csv"), pd.read_csv(schema1 / "matrix.csv")
+    a = a[a["level"] != "family"].reset_index(drop=True)
+    return a.equals(b)
 
 
 if __name__ == "__main__":

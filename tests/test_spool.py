@@ -74,3 +74,17 @@ def test_error_records_and_torn_lines_are_not_reused_and_resume_false_starts_ove
     over = Engine(tmp_path, 2**30)
     over.run_cells([c], tiny, progress=False, resume=False)
     assert over.resumed[identity] == 0 and not spool.path.exists()
+
+
+def test_records_of_another_schema_version_are_recomputed_not_reused(tiny, tmp_path):
+    """A spool is unfinished work: a record an earlier (or later) kvx spooled would be written out under
+    this version's stamp with its fields as that version had them, so it is computed again instead."""
+    c = cell("tova")
+    engine = Engine(tmp_path, 2**30)
+    records = engine.run_cell(c, tiny, progress=False)
+    identity = c.identity(tiny.identity).id
+    spool = Spool(engine.partial, identity, identity)
+    spool.add(records[0])
+    older = records[1].to_dict() | {"schema_version": "1"}
+    spool.path.write_text(spool.path.read_text() + json.dumps(older) + "\n")
+    assert list(spool.load()) == [records[0].key]

@@ -5,7 +5,9 @@ kill -9, a lost node) would otherwise lose the work of all of them. Each finishe
 is appended to its cell's spool; a rerun of the same cell (same cell id and config hash) reuses
 the spooled records and computes only the sources that are missing. Error records are never
 reused (errors may be transient or fixed since), a torn last line is ignored, and the spool is
-removed once the cell's records are complete.
+removed once the cell's records are complete. Records another schema version wrote are not reused but
+recomputed: a spool is unfinished work, not a study, and a record this kvx writes must carry every field
+its version has (an upgraded record would leave some unknown under the current version's stamp).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kvx.core.records import Record
+from kvx.core.records import SCHEMA_VERSION, Record
 
 
 class Spool:
@@ -21,7 +23,7 @@ class Spool:
         self.path = root / f"{cell_id}-{config_hash[:16]}.jsonl"
 
     def load(self) -> dict[str, Record]:
-        """Spooled records by key; unreadable lines and error records are left out."""
+        """Spooled records by key; unreadable lines, error records and other schema versions' left out."""
         try:
             lines = self.path.read_text(encoding="utf-8").splitlines()
         except FileNotFoundError:
@@ -32,7 +34,7 @@ class Spool:
                 record = Record.from_dict(json.loads(line))
             except (ValueError, TypeError):  # the line a killed process was writing
                 continue
-            if record.status != "error":
+            if record.status != "error" and record.schema_version == SCHEMA_VERSION:
                 out[record.key] = record
         return out
 

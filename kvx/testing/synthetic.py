@@ -275,12 +275,35 @@ def controls(records: list[dict]) -> list[dict]:
     ]
 
 
-def write_records(root: Path, grid: Grid, compresslevel: int = 1) -> int:
+#: record fields schema 2 added (kvx.core.upgrade): a schema-1 record has none of them
+ADDED_IN_2 = ("cell", "transform", "reader_family", "prompt_format", "task_family", "provenance")
+
+
+def as_schema1(record: dict[str, Any]) -> dict[str, Any]:
+    """The record as kvx 0.1 wrote it (schema 1): the benchmark's study by an earlier kvx, kept faithful by
+    a test against records kvx 0.1's own generator and engine wrote (tests/fixtures/schema1). Schema 1 had
+    no setting kind, cell identity or costs, and ran nothing for an unsupported setting (no FullCache
+    answer in its record)."""
+    out = {k: v for k, v in record.items() if k not in ADDED_IN_2}
+    out["schema_version"] = "1"
+    out["setting"] = {k: v for k, v in record["setting"].items() if k not in ("kind", "value")}
+    for side in ("full", "compressed"):
+        if out.get(side):
+            out[side] = {k: v for k, v in out[side].items() if k != "cost"}
+    if out["status"] == "unsupported":
+        out["full"] = None
+    return out
+
+
+def write_records(root: Path, grid: Grid, compresslevel: int = 1, schema1: bool = False) -> int:
     """Write the grid as a record directory of ``.jsonl.gz`` files (one per cell) with a control ledger per
-    control group, streaming cell by cell; returns the number of records written."""
+    control group, streaming cell by cell; returns the number of records written. ``schema1``: the records
+    as kvx 0.1 wrote them (``as_schema1``), which the aggregate upgrades on read."""
     root.mkdir(parents=True, exist_ok=True)
     written, ledgers = 0, set()
     for (task, reader, compressor, ratio), records in cells(grid):
+        if schema1:
+            records = [as_schema1(r) for r in records]
         name = f"{task}__{reader}__{compressor}__{ratio}.jsonl.gz"
         with gzip.open(root / name, "wt", encoding="utf-8", compresslevel=compresslevel) as fh:
             fh.write(dumps(records))

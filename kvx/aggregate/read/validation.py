@@ -1,11 +1,12 @@
 """Validation before analysis (KVDiagnosis Table 10): every problem located, nothing dropped silently.
 
-Per record: schema version, JSON Schema, finite numbers. Per run: the logged counts regenerate
-from the records and sum to their totals. Across records: unique keys, one prompt hash and one
-FullCache answer per source, the control ledger agrees, and every planned cell is present (or
-explicitly unsupported) for every source of its split. ``error`` problems leave the offending
-records (or the whole source, when its pairing is in doubt) out of the analysis; ``warning``
-problems keep them. Both are listed in the report and ``--strict`` fails on either.
+Per record: schema version (an earlier kvx's record is upgraded on read, ``kvx.core.upgrade``, and counted),
+JSON Schema, finite numbers. Per run: the logged counts regenerate from the records and sum to their
+totals. Across records: unique keys, one prompt hash and one FullCache answer per source, the control
+ledger agrees, and every planned cell is present (or explicitly unsupported) for every source of its
+split. ``error`` problems leave the offending records (or the whole source, when its pairing is in
+doubt) out of the analysis; ``warning`` problems keep them. Both are listed in the report and
+``--strict`` fails on either.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from kvx.aggregate.read.problems import Problem
 from kvx.aggregate.read.rows import Metric, declared_metrics, project
 from kvx.aggregate.read.sources import Batch, NotRecords
 from kvx.core.records import SCHEMA_VERSION, cell_metrics, is_valid, schema, unknown_fields
+from kvx.core.upgrade import READABLE, upgrade
 
 COUNT_KEYS = (
     "n_records",
@@ -94,6 +96,8 @@ class Validated:
     cells: dict[str, dict[str, Any]] = field(default_factory=dict)  # cell id -> its flat identity fields
     #: (provenance source, field, reason) -> external records that leave the field unknown
     unknown: Counter = field(default_factory=Counter)
+    #: (schema version read, fields left unknown) -> records upgraded from that version (kvx.core.upgrade)
+    upgraded: Counter = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)  # files skipped as not records
     n_records: int = 0
 
@@ -114,6 +118,7 @@ class Validated:
         for cell, flat in part.cells.items():
             self.cells.setdefault(cell, flat)
         self.unknown += part.unknown
+        self.upgraded += part.upgraded
         self.notes += part.notes
         self.n_records += part.n_records
 
@@ -239,17 +244,14 @@ def check_batch(batch: Batch, out: Validated) -> None:
         key = str(record.get("key", f"line {lineno}"))
         version = record.get("schema_version")
         out.versions[str(version)] += 1
-        if version != SCHEMA_VERSION:
-            out.problems.append(
-                Problem(
-                    "schema_version",
-                    "error",
-                    batch.origin,
-                    key,
-                    f"schema_version={version!r}; this kvx reads version {SCHEMA_VERSION!r} records",
-                )
-            )
-            continue
+        if version != SCHEMA_VERSION:  # an earlier kvx's record is upgraded, anything else refused
+            unknown = upgrade(record)
+            if unknown is None:
+                readable = ", ".join(map(repr, READABLE))
+                message = f"schema_version={version!r}; this kvx reads versions {readable}"
+                out.problems.append(Problem("schema_version", "error", batch.origin, key, message))
+                continue
+            out.upgraded[(str(version), unknown)] += 1
         odd = "NaN" in line or "Infinity" in line
         message = schema_error(record, odd) or _unexplained(record, out)
         if message is not None:
@@ -364,6 +366,12 @@ def cross_check(
     if len(out.versions) > 1:
         mix = ", ".join(f"{v}: {n}" for v, n in sorted(out.versions.items()))
         problems.append(Problem("schema_version", "error", "", "", f"mixed schema versions ({mix})"))
+    for (version, unknown), n in sorted(out.upgraded.items()):
+        message = (
+            f"{n} records upgraded from schema {version} to {SCHEMA_VERSION} on read (kvx.core.upgrade); "
+            f"unknown in them, never filled: {', '.join(unknown) or 'nothing'}"
+        )
+        problems.append(Problem("schema_version", "warning", "", "", message))
     for sweep, n in planned.items():
         if finished.get(sweep, 0) < n:
             problems.append(

@@ -1,0 +1,92 @@
+"""Records an earlier kvx wrote, upgraded on read to the current schema: a finished study never becomes
+unreadable because kvx moved on.
+
+Each schema version that changed the record's shape has one step here, from it to the next version;
+``upgrade`` chains them. A step moves and renames what the old record states and nothing else: fields the
+old kvx did not record stay absent (unknown, never imputed), and each step names them, so the aggregate
+can tell the user which fields the upgraded records leave unknown. A future schema 3 is one more step.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from kvx.core.identity import digest
+from kvx.core.records import SCHEMA_VERSION
+
+#: what kvx 0.1's schema-1 engine wrote as a cell's config hash: its cell identity, 16 hex digits
+_CELL_ID = re.compile(r"^[0-9a-f]{16}$")
+
+#: fields a kvx writing schema 2 fills that a schema-1 record never had; upgraded, they stay unknown
+UNKNOWN_IN_1 = (
+    "cell.fields (split size, context tokens, decoding budget, task/reader/press fields)",
+    "task_family",
+    "reader_family",
+    "prompt_format",
+    "full.cost",
+    "compressed.cost",
+)
+
+
+def _asked_ratio(record: dict[str, Any]) -> float | None:
+    """The ratio the cell asked for: schema-1 keys end ``.../ratio=<asked>/seed=<seed>`` (``setting.ratio``
+    is what the method ran with: 0 for press=none); a key without it falls back to ``setting.ratio``,
+    which is what schema-1 kvx itself showed as the setting."""
+    for part in reversed(str(record.get("key", "")).split("/")):
+        if part.startswith("ratio="):
+            try:
+                return float(part.removeprefix("ratio="))
+            except ValueError:
+                break
+    ratio = record["setting"].get("ratio")
+    return float(ratio) if isinstance(ratio, (int, float)) and not isinstance(ratio, bool) else None
+
+
+def _v1_to_v2(record: dict[str, Any]) -> tuple[str, ...]:
+    """Schema 2 added the cell identity (id and flat fields) and the setting as asked (kind, value).
+
+    Schema 1 asked every cell for a ratio, so the setting is ``ratio`` at the ratio its key names. The
+    cell's id is its config hash (schema 1's cell identity: every semantic config field hashed; not
+    schema 2's digest, so a cell read from both versions is two cells), and its flat fields are only
+    those the record itself states; the rest of the identity was never recorded and stays unknown.
+    What a malformed record lacks is not made up: the schema check then says what is missing."""
+    setting = record.get("setting")
+    value = _asked_ratio(record) if isinstance(setting, dict) else None
+    if value is not None:
+        record["setting"] = {"kind": "ratio", "value": value, **setting}
+        fields: dict[str, Any] = {
+            "task": record.get("task"),
+            "reader": record.get("reader"),
+            "press": record.get("compressor"),
+            "setting.kind": "ratio",
+            "setting.value": value,
+            "seed": record.get("seed"),
+        }
+        if "query_aware" in record:
+            fields["query_aware"] = record["query_aware"]
+        chash = record.get("config_hash")
+        if isinstance(chash, str):
+            record["cell"] = {"id": chash if _CELL_ID.match(chash) else digest(chash), "fields": fields}
+    record["schema_version"] = "2"
+    return UNKNOWN_IN_1
+
+
+Step = Callable[[dict[str, Any]], tuple[str, ...]]
+#: schema version -> the step that brings a record of it to the next version
+STEPS: dict[str, Step] = {"1": _v1_to_v2}
+READABLE = (*STEPS, SCHEMA_VERSION)  # every version this kvx reads
+
+
+def upgrade(record: dict[str, Any]) -> tuple[str, ...] | None:
+    """Bring a record of an earlier schema version to ``SCHEMA_VERSION`` in place; returns the fields it
+    leaves unknown (empty for a current record), or None, untouched, for a version this kvx cannot read
+    (a newer kvx's, or none at all). A record that lacks what its own version required is left to the
+    schema check to explain, with whatever the steps could move."""
+    if record.get("schema_version") not in READABLE:
+        return None
+    unknown: list[str] = []
+    while record["schema_version"] != SCHEMA_VERSION:
+        unknown += STEPS[record["schema_version"]](record)
+    return tuple(unknown)
