@@ -20,9 +20,10 @@ from kvx.core.registry import registry
 from kvx.modeling.generation import greedy_decode
 from kvx.modeling.reader import load_reader
 from kvx.pipeline.batched import DecodeJob, greedy_decode_batch
+from kvx.pipeline.cell import Cell
 from kvx.pipeline.compress import compress
 from kvx.pipeline.encode import encode
-from kvx.pipeline.engine import Cell, Engine
+from kvx.pipeline.engine import Engine
 from kvx.readers.embedded import SmolLM2
 from kvx.tasks.ruler import NiahSingle
 

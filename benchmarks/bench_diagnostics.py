@@ -17,7 +17,8 @@ from pathlib import Path
 from kvx.core.records import as_dicts
 from kvx.core.registry import registry
 from kvx.modeling.reader import load_reader
-from kvx.pipeline.engine import Cell, Engine
+from kvx.pipeline.cell import Cell
+from kvx.pipeline.engine import Engine
 from kvx.readers.embedded import SmolLM2
 from kvx.tasks.ruler import NiahSingle
 
@@ -56,13 +57,13 @@ def main() -> None:
                 args.context,
                 24,
             )
-            engine.run_cell(base, reader, progress=False)  # controls and captures
+            engine.run_cells([base], reader, progress=False)[0]  # controls and captures
             start = time.perf_counter()
-            engine.run_cell(base, reader, progress=False)
+            engine.run_cells([base], reader, progress=False)[0]
             plain = time.perf_counter() - start
             base.diagnostics = diags
             start = time.perf_counter()
-            records = as_dicts(engine.run_cell(base, reader, progress=False))
+            records = as_dicts(engine.run_cells([base], reader, progress=False)[0])
             with_diags = time.perf_counter() - start
             totals[0] += plain
             totals[1] += with_diags

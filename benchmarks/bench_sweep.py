@@ -24,7 +24,8 @@ from kvx.compressors.kvpress_adapter import KVPressCompressor
 from kvx.core.records import as_dicts
 from kvx.core.registry import registry
 from kvx.modeling.reader import load_reader
-from kvx.pipeline.engine import Cell, Engine
+from kvx.pipeline.cell import Cell
+from kvx.pipeline.engine import Engine
 from kvx.readers.embedded import SmolLM2
 from kvx.tasks.ruler import NiahSingle
 
@@ -98,7 +99,7 @@ def run(context_tokens: int, n_sources: int, max_new_tokens: int) -> dict:
         clock = ComputeClock(reader.model)
         start = time.perf_counter()
         kvx_records = {
-            (c.press_name, c.ratio): as_dicts(engine.run_cell(c, reader, progress=False)) for c in cells
+            (c.press_name, c.ratio): as_dicts(engine.run_cells([c], reader, progress=False)[0]) for c in cells
         }
         kvx_s = time.perf_counter() - start
 

@@ -18,7 +18,8 @@ from mlflow.tracking import MlflowClient
 
 from kvx.core.registry import registry
 from kvx.modeling.reader import load_reader
-from kvx.pipeline.engine import Cell, Engine
+from kvx.pipeline.cell import Cell
+from kvx.pipeline.engine import Engine
 from kvx.readers.embedded import SmolLM2
 from kvx.stores import tracing
 from kvx.tasks.ruler import NiahSingle
@@ -51,14 +52,16 @@ def main() -> None:
             args.context,
             24,
         )
-        engine.run_cell(cell, reader, progress=False)  # controls and captures: every timed pass reuses them
+        engine.run_cells([cell], reader, progress=False)[
+            0
+        ]  # controls and captures: every timed pass reuses them
         times: dict[float, list[float]] = {s: [] for s in args.samples}
         traced: dict[float, int] = {}
         for _ in range(args.repeats):
             for sample in args.samples:
                 tracer = tracing.Tracer(sample, run_id)
                 start = time.perf_counter()
-                engine.run_cell(cell, reader, progress=False, tracer=tracer)
+                engine.run_cells([cell], reader, progress=False, tracers=[tracer])[0]
                 tracer.flush()
                 times[sample].append(time.perf_counter() - start)
                 traced[sample] = tracer.traced

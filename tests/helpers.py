@@ -182,3 +182,13 @@ def chromium_or_skip() -> str:
     if path is None:
         pytest.skip("no chromium binary (apt-get install chromium)", allow_module_level=True)
     return path
+
+
+def compress_and_decode(engine, cell, reader, prompt):
+    """The compress and decode stages on one prompt, as a source's path runs them for a cell
+    that decodes alone: (the generation, the compressed run)."""
+    from kvx.pipeline.compress import compress
+    from kvx.pipeline.decode import decode_compressed
+
+    cache, run = compress(engine.caches, reader, cell.compressor, cell.ratio, prompt, cell.query_aware)
+    return decode_compressed(reader, run, cache, cell.max_new_tokens), run

@@ -10,7 +10,8 @@ from typing import ClassVar
 
 from kvx.compressors.none import NoCompression
 from kvx.modeling.reader import load_reader
-from kvx.pipeline.engine import Cell, Engine
+from kvx.pipeline.cell import Cell
+from kvx.pipeline.engine import Engine
 from kvx.readers.tiny import TinyLlama
 from kvx.tasks.tpbench.task import CurrentValue
 from kvx.transforms.base import Transform
@@ -41,17 +42,18 @@ def test_artifacts_are_computed_once_per_row_across_a_reader_panel(tmp_path, tin
     engine = Engine(tmp_path / "outputs", 2**28)
     CountingKeepFirst.calls = 0
     runs = {
-        r.name + r.key: engine.run_cell(cell(CountingKeepFirst()), r, progress=False) for r in (tiny, other)
+        r.name + r.key: engine.run_cells([cell(CountingKeepFirst())], r, progress=False)[0]
+        for r in (tiny, other)
     }
     n_rows = len(next(iter(runs.values())))
     assert n_rows and CountingKeepFirst.calls == n_rows  # once per row, not once per reader
     first, second = runs.values()
     assert [r.compressed_text_sha256 for r in first] == [r.compressed_text_sha256 for r in second]
     # a later process (a fresh engine on the same outputs) replays them without computing
-    Engine(tmp_path / "outputs", 2**28).run_cell(cell(CountingKeepFirst()), tiny, progress=False)
+    Engine(tmp_path / "outputs", 2**28).run_cells([cell(CountingKeepFirst())], tiny, progress=False)[0]
     assert CountingKeepFirst.calls == n_rows
     # another config of the transform is another artifact
-    engine.run_cell(cell(CountingKeepFirst(n=2)), tiny, progress=False)
+    engine.run_cells([cell(CountingKeepFirst(n=2))], tiny, progress=False)[0]
     assert CountingKeepFirst.calls == 2 * n_rows
     manifests = [json.loads(p.read_text()) for p in (tmp_path / "outputs" / "artifacts").rglob("*.json")]
     assert len(manifests) == 2 * n_rows
@@ -74,12 +76,14 @@ def test_reader_dependent_selections_are_kept_per_reader():
 
 def test_an_edited_artifact_is_refused_not_replayed(tmp_path, tiny):
     engine = Engine(tmp_path / "outputs", 2**28)
-    engine.run_cell(cell(CountingKeepFirst()), tiny, progress=False)
+    engine.run_cells([cell(CountingKeepFirst())], tiny, progress=False)[0]
     path = next((tmp_path / "outputs" / "artifacts").rglob("*.json"))
     manifest = json.loads(path.read_text())
     manifest["segments"][-1]["text"] += " (edited)"
     path.write_text(json.dumps(manifest))
-    records = Engine(tmp_path / "outputs", 2**28).run_cell(cell(CountingKeepFirst()), tiny, progress=False)
+    records = Engine(tmp_path / "outputs", 2**28).run_cells(
+        [cell(CountingKeepFirst())], tiny, progress=False
+    )[0]
     refused = [r for r in records if r.status == "error"]
     assert len(refused) == 1 and "fails its sha256 check" in refused[0].reason
     assert all(r.status == "supported" for r in records if r not in refused)
@@ -111,7 +115,7 @@ def test_readers_that_measure_the_prompt_differently_share_one_artifact_per_row(
         task_cell = dataclasses.replace(
             cell(CountingKeepFirst()), task_name="rag_jsonl", task=RagJsonl(path=str(path))
         )
-        records = engine.run_cell(task_cell, reader, progress=False)
+        records = engine.run_cells([task_cell], reader, progress=False)[0]
         hashes.append([r.compressed_text_sha256 for r in records])
     prompt_tokens = [
         {s.metadata["prompt_tokens"] for s in engine.sources(task_cell, r)} for r in (tiny, other)

@@ -63,6 +63,7 @@ def _fails(tmp_path: Path, start_s: float, args: list[str], expected: str, **env
         (["max_new_tokens=0"], "max_new_tokens=0"),
         (["budget_tokens=0"], "budget_tokens=0"),
         (["budget_tokens=abc"], "budget_tokens='abc'"),
+        (["decode_budget_mb=0"], "decode_budget_mb=0"),
         (["ratio=1.5"], "ratio=1.5"),
         (["task=tpbench_p2", "turn_selector=recency"], "turn_selector needs turn_fraction"),
         (["task=tpbench_p2", "turn_fraction=0.3"], "turn_selector=none"),

@@ -18,9 +18,10 @@ from kvx.modeling.generation import greedy_decode
 from kvx.modeling.reader import attn_implementation
 from kvx.pipeline import batched
 from kvx.pipeline.batched import DecodeJob, batchable, greedy_decode_batch
+from kvx.pipeline.cell import Cell
 from kvx.pipeline.compress import compress
 from kvx.pipeline.encode import encode
-from kvx.pipeline.engine import Cell, Engine
+from kvx.pipeline.engine import Engine
 from kvx.tasks.ruler import NiahSingle
 
 N = 3
@@ -201,7 +202,7 @@ def test_source_major_cells_equal_cells_run_one_at_a_time(tiny, tmp_path):
         cell("knorm", 0.5, query_aware=True),
     ]
     one = Engine(tmp_path / "one", 2**30)
-    expected = [as_dicts(one.run_cell(c, tiny, progress=False)) for c in grid]
+    expected = [as_dicts(one.run_cells([c], tiny, progress=False)[0]) for c in grid]
     together = Engine(tmp_path / "together", 2**30)
     got = [as_dicts(r) for r in together.run_cells(grid, tiny, progress=False)]
     for a, b in zip(expected, got):
@@ -275,7 +276,7 @@ def test_a_source_major_decode_holds_no_capture(tiny, tmp_path, monkeypatch):
     after the batch) included."""
     grid = [cell("snapkv", 0.25), cell("tova", 0.5), cell("adakv", 0.5)]
     one = Engine(tmp_path / "one", 2**30)
-    expected = [as_dicts(one.run_cell(c, tiny, progress=False)) for c in grid]
+    expected = [as_dicts(one.run_cells([c], tiny, progress=False)[0]) for c in grid]
     engine = Engine(tmp_path / "together", 2**30)
     seen = []
     original = batched.greedy_decode_batch
@@ -284,7 +285,7 @@ def test_a_source_major_decode_holds_no_capture(tiny, tmp_path, monkeypatch):
         seen.append((len(engine.caches.captures), dict(engine.caches.shared), dict(engine.caches.held)))
         return original(model, tokenizer, jobs)
 
-    monkeypatch.setattr("kvx.pipeline.engine.greedy_decode_batch", spy)
+    monkeypatch.setattr("kvx.pipeline.decode.greedy_decode_batch", spy)
     got = [as_dicts(r) for r in engine.run_cells(grid, tiny, progress=False)]
     assert seen == [(0, {}, {})] * N  # distinct contexts (RULER haystacks): nothing kept
     for a, b in zip(expected, got):
@@ -302,3 +303,58 @@ def test_compressed_contexts_stay_for_a_later_source_with_the_same_context(tiny,
     engine.run_cells(grid, tiny, progress=False)
     # the twin reused both compressed contexts of the first source: 2 cells x 2 distinct contexts
     assert engine.compressions == 2 * 2
+
+
+def test_a_decode_budget_splits_the_batch_and_changes_no_answer(tiny, tmp_path):
+    """Past the budget the batch so far decodes and the next cache starts a new one (the control
+    with the first); answers are those of one batch, and each record says how many batches ran."""
+    grid = [cell("snapkv", 0.25), cell("tova", 0.5), cell("knorm", 0.75)]
+    whole = Engine(tmp_path / "whole", 2**30)
+    one_batch = [as_dicts(r) for r in whole.run_cells(grid, tiny, progress=False)]
+    split = Engine(tmp_path / "split", 2**30, decode_budget=1)  # no two caches fit: one batch each
+    batches = [as_dicts(r) for r in split.run_cells(grid, tiny, progress=False)]
+    for a, b in zip(one_batch, batches):
+        for x, y in zip(a, b):
+            assert unmeasured(x) == unmeasured(y)
+    assert {r["compressed"]["cost"]["decode_batches"] for rs in one_batch for r in rs} == {1}
+    assert {r["compressed"]["cost"]["decode_batches"] for rs in batches for r in rs} == {3}
+    # rows per batch: the control joins the first batch, every later cache decodes by itself
+    assert [r["compressed"]["cost"]["decode_rows"] for r in batches[0]] == [2] * N
+    assert [r["compressed"]["cost"]["decode_rows"] for rs in batches[1:] for r in rs] == [1] * (2 * N)
+    assert [r["compressed"]["cost"]["decode_rows"] for rs in one_batch for r in rs] == [4] * (3 * N)
+    assert split.controls.computed == whole.controls.computed == N
+
+
+def test_the_budget_counts_the_capture_every_cache_and_its_decode_buffer(tiny, tmp_path):
+    """A budget that holds the capture, the control and one compressed row, but not two, decodes
+    one compressed cache per batch; a budget one byte larger than two rows keeps them together."""
+    from kvx.pipeline.source import _row_bytes
+
+    grid = [cell("snapkv", 0.5), cell("tova", 0.5)]
+    probe = Engine(tmp_path / "probe", 2**30)
+    rows = [as_dicts(r) for r in probe.run_cells(grid, tiny, progress=False)]
+    first = rows[0][0]
+    n = first["n_context_tokens"]
+    feed = torch.zeros(1, first["n_question_tokens"])
+    capture = probe.caches.capture(tiny, tiny.render(probe.sources(grid[0], tiny)[0]).context_ids).nbytes()
+    full = _row_bytes(first["full"]["cost"]["kv_bytes"], n, feed, TOKENS)
+    kept = [_row_bytes(r[0]["compressed"]["cost"]["kv_bytes"], n // 2, feed, TOKENS) for r in rows]
+    kv, q = first["full"]["cost"]["kv_bytes"], first["n_question_tokens"]
+    assert kv == 3 * 2 * 2 * n * 16 * 4  # the tiny model: 3 layers, K and V, 2 heads of 16, fp32
+    assert full == 2 * kv + 3 * 2 * 2 * 16 * 4 * (q + TOKENS)  # the cache, and a buffer for it + feed + answer
+    both = capture + full + sum(kept)
+    tight = Engine(tmp_path / "tight", 2**30, decode_budget=both - 1)
+    got = tight.run_cells(grid, tiny, progress=False)
+    assert got[0][0].compressed.cost["decode_batches"] == 2
+    roomy = Engine(tmp_path / "roomy", 2**30, decode_budget=both)
+    got = roomy.run_cells(grid, tiny, progress=False)
+    assert got[0][0].compressed.cost["decode_batches"] == 1
+
+
+def test_the_default_decode_budget_is_a_quarter_of_the_memory():
+    import os
+
+    from kvx.modeling.heap import default_budget
+
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert default_budget(torch.device("cpu")) == ram // 4

@@ -14,8 +14,9 @@ from helpers import unmeasured
 
 from kvx.compressors.presets import TOVA
 from kvx.core.records import as_dicts
+from kvx.pipeline.cell import Cell
 from kvx.pipeline.encode import prompt_hash
-from kvx.pipeline.engine import Cell, Engine
+from kvx.pipeline.engine import Engine
 from kvx.stores.controls import answer_key, split_key
 from kvx.tasks.jsonl import JsonlTask, seeded_order
 from kvx.tasks.ruler import NiahSingle
@@ -70,7 +71,7 @@ def test_one_answer_setting_is_one_control_key_and_another_is_another():
 
 
 def test_the_old_split_key_is_the_one_kvx_stored_controls_under():
-    """Computed with the kvx before this change: ``control_key(split=identity.split, prompt=p, source=s)``."""
+    """Computed with the kvx before this change: ``content_key(split=identity.split, prompt=p, source=s)``."""
     old = "3330d7949816bcaaf2d605922a83e92c236ead8717bbb5dde84e81fffe9c0ec5"
     assert split_key(cell().identity(READER), "p" * 64, "s" * 64) == old
 
@@ -78,9 +79,9 @@ def test_the_old_split_key_is_the_one_kvx_stored_controls_under():
 def test_growing_a_finished_study_computes_only_the_new_sources(tiny, tmp_path):
     """RULER's sampling is prefix-stable: the 10 sources of n_sources=10 are the first 10 of 20."""
     first = Engine(tmp_path, 2**28)
-    ten = as_dicts(first.run_cell(cell(n_sources=10), tiny, progress=False))
+    ten = as_dicts(first.run_cells([cell(n_sources=10)], tiny, progress=False)[0])
     grown = Engine(tmp_path, 2**28)  # a later process on the same outputs
-    twenty = as_dicts(grown.run_cell(cell(n_sources=20), tiny, progress=False))
+    twenty = as_dicts(grown.run_cells([cell(n_sources=20)], tiny, progress=False)[0])
     assert first.controls.computed == 10
     assert grown.controls.computed == 10 and grown.controls.loaded == 10
     assert len(list((tmp_path / "controls").rglob("*.json"))) == 20
@@ -118,9 +119,9 @@ def test_an_overlapping_split_reuses_its_shared_controls_and_artifacts(tiny, tmp
 
     CountingKeepFirst.calls = 0
     first = Engine(tmp_path / "outputs", 2**28)
-    a = as_dicts(first.run_cell(jsonl(0), tiny, progress=False))
+    a = as_dicts(first.run_cells([jsonl(0)], tiny, progress=False)[0])
     second = Engine(tmp_path / "outputs", 2**28)
-    b = as_dicts(second.run_cell(jsonl(1), tiny, progress=False))
+    b = as_dicts(second.run_cells([jsonl(1)], tiny, progress=False)[0])
     assert first.controls.computed == 4 and second.controls.computed == 2 and second.controls.loaded == 2
     assert CountingKeepFirst.calls == 6  # the transform's artifacts are shared the same way
     shared = {r["source_id"]: unmeasured(r)["full"] for r in a}
@@ -135,7 +136,7 @@ def test_a_store_keyed_by_split_is_read_and_keyed_anew(tiny, tmp_path):
     shutil.copytree(SPLIT_KEYED, tmp_path / "controls")
     old = {p.stem: json.loads(p.read_text()) for p in (tmp_path / "controls").rglob("*.json")}
     engine = Engine(tmp_path, 2**28)
-    records = as_dicts(engine.run_cell(cell(ratio=0.25), tiny, progress=False))
+    records = as_dicts(engine.run_cells([cell(ratio=0.25)], tiny, progress=False)[0])
     assert engine.controls.computed == 0 and engine.controls.loaded == 3
     identity = cell().identity(tiny.identity)
     sources = engine.sources(cell(), tiny)
@@ -150,5 +151,5 @@ def test_a_store_keyed_by_split_is_read_and_keyed_anew(tiny, tmp_path):
         assert engine.controls.path(before).is_file()  # an older kvx still finds it
     # from now on the store is keyed by content: a larger split computes only its new source
     grown = Engine(tmp_path, 2**28)
-    grown.run_cell(cell(n_sources=4), tiny, progress=False)
+    grown.run_cells([cell(n_sources=4)], tiny, progress=False)[0]
     assert grown.controls.computed == 1 and grown.controls.loaded == 3

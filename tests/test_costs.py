@@ -16,9 +16,10 @@ from kvx.core.registry import registry
 from kvx.core.setting import n_kept
 from kvx.modeling.costs import cache_cost, held_bytes
 from kvx.modeling.heap import PeakMemory
+from kvx.pipeline.cell import Cell
 from kvx.pipeline.compress import compress
 from kvx.pipeline.encode import encode
-from kvx.pipeline.engine import Cell, Engine
+from kvx.pipeline.engine import Engine
 from kvx.tasks.ruler import NiahSingle
 
 LAYERS, KV_HEADS, HEAD_DIM, F32 = 3, 2, 16, 4  # the tiny fixture: 3 layers, 2 KV heads of 16, float32

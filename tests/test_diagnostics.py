@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from helpers import compress_and_decode
 
 from kvx.compressors.presets import match_rows
 from kvx.core.records import as_dicts, validate
@@ -13,7 +14,7 @@ from kvx.core.registry import registry
 from kvx.diagnostics.alignment import align_evidence
 from kvx.modeling import attention
 from kvx.modeling.capture import capture_prefill
-from kvx.pipeline.engine import Cell
+from kvx.pipeline.cell import Cell
 from kvx.tasks.base import Score
 from kvx.tasks.ruler import NiahSingle
 
@@ -84,7 +85,7 @@ def test_chunkkv_map_is_projected_whole_chunks(tiny, prompt):
 @pytest.mark.parametrize(("name", "press"), [("think", {}), ("hqq", {"group_size": 16})])
 def test_structural_methods_report_addressability_without_coverage(tiny, engine, name, press):
     # HQQ groups must divide the tensor size; the tiny model's head_dim is 16
-    records = as_dicts(engine.run_cell(cell(name, 0.25, **press), tiny, progress=False))
+    records = as_dicts(engine.run_cells([cell(name, 0.25, **press)], tiny, progress=False)[0])
     for r in records:
         cov = r["diagnostics"]["coverage"]
         assert cov["status"] == "structural" and cov["values"] == {} and cov["reason"]
@@ -103,7 +104,7 @@ def test_evidence_alignment_maps_needles_to_their_tokens(tiny, engine):
 
 
 def test_identical_caches_give_zero_drift(tiny, engine):
-    records = as_dicts(engine.run_cell(cell("none", 0.0), tiny, progress=False))
+    records = as_dicts(engine.run_cells([cell("none", 0.0)], tiny, progress=False)[0])
     for r in records:
         lik = r["diagnostics"]["likelihood"]["values"]
         assert lik["delta_nll"] == pytest.approx(0.0, abs=1e-9) and lik["kl"] == pytest.approx(0.0, abs=1e-9)
@@ -115,7 +116,7 @@ def test_identical_caches_give_zero_drift(tiny, engine):
 
 
 def test_every_supported_record_carries_all_selected_diagnostics(tiny, engine):
-    records = as_dicts(engine.run_cell(cell("snapkv", 0.75, window_size=8), tiny, progress=False))
+    records = as_dicts(engine.run_cells([cell("snapkv", 0.75, window_size=8)], tiny, progress=False)[0])
     for r in records:
         validate(r)
         assert set(r["diagnostics"]) == {"coverage", "likelihood", "decoding"}
@@ -133,7 +134,7 @@ def test_a_failing_diagnostic_is_an_error_result_not_a_lost_record(tiny, engine)
 
     c = cell("tova", 0.5)
     c.diagnostics = [("broken", Broken())]
-    records = as_dicts(engine.run_cell(c, tiny, progress=False))
+    records = as_dicts(engine.run_cells([c], tiny, progress=False)[0])
     for r in records:
         assert r["status"] == "supported"
         assert r["diagnostics"]["broken"]["status"] == "error"
@@ -152,7 +153,7 @@ def test_hqq_likelihood_reuses_the_decoding_cache_exactly(tiny, engine):
     ref = tiny.tokenizer.encode(" 42", add_special_tokens=False, return_tensors="pt")
     c.compressor = comp
     with torch.inference_mode():
-        _, run = engine.compressed(c, tiny, prompt)
+        _, run = compress_and_decode(engine, c, tiny, prompt)
         cut = run.cache_after_feed()
         assert cut is not None
         reused = reference_logits(tiny.model, cut, run.first_logits, ref, run.start + run.feed.shape[1])
@@ -166,7 +167,7 @@ ATTENTION = [(n, registry("diagnostic").get(n)()) for n in ("attention",)]
 def test_identical_caches_give_ear_one(tiny, engine):
     c = cell("none", 0.0)
     c.diagnostics = ATTENTION
-    for r in as_dicts(engine.run_cell(c, tiny, progress=False)):
+    for r in as_dicts(engine.run_cells([c], tiny, progress=False)[0]):
         att = r["diagnostics"]["attention"]
         assert att["status"] == "measured", att["reason"]
         assert att["values"]["ear"] == pytest.approx(1.0, abs=1e-6)
@@ -179,7 +180,7 @@ def test_identical_caches_give_ear_one(tiny, engine):
 def test_attention_replay_on_evicted_caches(tiny, engine, name, press):
     c = cell(name, 0.5, **press)
     c.diagnostics = [*DIAGS[:1], *ATTENTION]
-    for r in as_dicts(engine.run_cell(c, tiny, progress=False)):
+    for r in as_dicts(engine.run_cells([c], tiny, progress=False)[0]):
         values = r["diagnostics"]["attention"]["values"]
         share = r["diagnostics"]["coverage"]["values"]["evidence_share"]  # |E| / n, from coverage
         assert r["diagnostics"]["attention"]["status"] == "measured"
@@ -196,7 +197,7 @@ def test_adakv_head_masks_never_reach_the_fullcache_side(tiny, engine, prompt):
 
     c = cell("tova", 0.5)
     with torch.inference_mode():
-        _, run = engine.compressed(c, tiny, prompt)
+        _, run = compress_and_decode(engine, c, tiny, prompt)
     planted = (torch.tensor([0]), torch.tensor([0]), torch.tensor([3]))
     for module in attention_layers(tiny.model):
         module.masked_key_indices = planted
@@ -217,7 +218,7 @@ def test_intervention_with_no_boost_reproduces_the_unmodified_output(tiny, engin
     c = cell("think", 0.25)  # structural: every position stays addressable in place
     c.task = AlwaysRight()
     c.diagnostics = [("intervention", Intervention(boost=1.0))]  # log(1) = 0 added to the logits
-    records = as_dicts(engine.run_cell(c, tiny, progress=False))
+    records = as_dicts(engine.run_cells([c], tiny, progress=False)[0])
     assert [r["transition"] for r in records] == ["C→C", "C→C"]
     for r in records:
         result = r["diagnostics"]["intervention"]
@@ -232,7 +233,7 @@ def test_intervention_skips_rows_that_are_not_paired_failures_or_controls(tiny, 
 
     c = cell("tova", 0.5)  # random weights: every FullCache answer is wrong (W→*)
     c.diagnostics = [("intervention", Intervention())]
-    for r in as_dicts(engine.run_cell(c, tiny, progress=False)):
+    for r in as_dicts(engine.run_cells([c], tiny, progress=False)[0]):
         assert r["transition"].startswith("W")
         assert r["diagnostics"]["intervention"]["status"] == "not_applicable"
 

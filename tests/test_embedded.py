@@ -18,7 +18,8 @@ def test_smollm2_converts_once_and_answers_a_needle_with_the_full_cache(tmp_path
     from kvx.core.registry import registry
     from kvx.modeling.reader import load_reader
     from kvx.modeling.weights import EOS, converted_folder
-    from kvx.pipeline.engine import Cell, Engine
+    from kvx.pipeline.cell import Cell
+    from kvx.pipeline.engine import Engine
     from kvx.readers.embedded import SmolLM2
     from kvx.tasks.ruler import NiahSingle
 
@@ -42,7 +43,7 @@ def test_smollm2_converts_once_and_answers_a_needle_with_the_full_cache(tmp_path
         700,
         16,
     )
-    records = as_dicts(engine.run_cell(cell, reader, progress=False))
+    records = as_dicts(engine.run_cells([cell], reader, progress=False)[0])
     assert all(r["full"]["correct"] for r in records), [r["full"]["output"] for r in records]
     assert all(r["full"]["stop_reason"] == "eos" for r in records)
     assert torch.get_default_dtype() == torch.float32

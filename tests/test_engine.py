@@ -6,14 +6,15 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from helpers import unmeasured
+from helpers import compress_and_decode, unmeasured
 from kvpress import KnormPress, SnapKVPress, StreamingLLMPress, TOVAPress
 from transformers import pipeline
 
 from kvx.compressors.presets import TOVA, SnapKV, StreamingLLM, ThinK
 from kvx.core.records import as_dicts, cell_metrics, validate
 from kvx.core.registry import registry
-from kvx.pipeline.engine import Cell, Engine
+from kvx.pipeline.cell import Cell
+from kvx.pipeline.engine import Engine
 from kvx.tasks.ruler import NiahSingle
 
 N = 3
@@ -41,7 +42,7 @@ def test_control_and_prefill_run_once_per_source_across_the_grid(tiny, engine):
         for ratio in (0.25, 0.5):
             records = [
                 r.to_dict()
-                for r in engine.run_cell(cell(type(comp).__name__, comp, ratio), tiny, progress=False)
+                for r in engine.run_cells([cell(type(comp).__name__, comp, ratio)], tiny, progress=False)[0]
             ]
             assert [r["status"] for r in records] == ["supported"] * N
     assert engine.controls.computed == N
@@ -50,15 +51,15 @@ def test_control_and_prefill_run_once_per_source_across_the_grid(tiny, engine):
 
 def test_controls_are_reused_by_a_later_process(tiny, tmp_path):
     first = Engine(tmp_path, 2**28)
-    a = as_dicts(first.run_cell(cell("tova", TOVA(), 0.5), tiny, progress=False))
+    a = as_dicts(first.run_cells([cell("tova", TOVA(), 0.5)], tiny, progress=False)[0])
     second = Engine(tmp_path, 2**28)
-    b = as_dicts(second.run_cell(cell("tova", TOVA(), 0.25), tiny, progress=False))
+    b = as_dicts(second.run_cells([cell("tova", TOVA(), 0.25)], tiny, progress=False)[0])
     assert first.controls.computed == N and second.controls.computed == 0 and second.controls.loaded == N
     assert [r["full"] for r in a] == [r["full"] for r in b]
 
 
 def test_records_follow_the_schema_and_pair_transitions(tiny, engine):
-    records = as_dicts(engine.run_cell(cell("tova", TOVA(), 0.5), tiny, progress=False))
+    records = as_dicts(engine.run_cells([cell("tova", TOVA(), 0.5)], tiny, progress=False)[0])
     for r in records:
         validate(r)
         expected = f"{'C' if r['full']['correct'] else 'W'}→{'C' if r['compressed']['correct'] else 'W'}"
@@ -80,7 +81,7 @@ class FailsOnSecondSource(TOVA):
 
 
 def test_an_exception_on_one_source_is_an_error_record_not_a_wrong_answer(tiny, engine):
-    records = as_dicts(engine.run_cell(cell("fails", FailsOnSecondSource(), 0.5), tiny, progress=False))
+    records = as_dicts(engine.run_cells([cell("fails", FailsOnSecondSource(), 0.5)], tiny, progress=False)[0])
     assert [r["status"] for r in records] == ["supported", "error", "supported"]
     assert records[1]["reason"] == "RuntimeError: boom on purpose"
     assert records[1]["compressed"] is None and records[1]["transition"] is None
@@ -90,7 +91,7 @@ def test_an_exception_on_one_source_is_an_error_record_not_a_wrong_answer(tiny, 
 
 
 def test_unsupported_setting_runs_nothing(tiny, engine):
-    records = as_dicts(engine.run_cell(cell("think", ThinK(), 0.75), tiny, progress=False))
+    records = as_dicts(engine.run_cells([cell("think", ThinK(), 0.75)], tiny, progress=False)[0])
     assert all(r["status"] == "unsupported" and "key channels" in r["reason"] for r in records)
     assert all(r["full"] is None and r["compressed"] is None for r in records)
     assert engine.prefills == 0 and engine.controls.computed == 0
@@ -100,7 +101,7 @@ def test_unsupported_setting_runs_nothing(tiny, engine):
 def test_uneven_layer_lengths_decode_on_per_layer_attention(tiny, engine):
     """PyramidKV leaves each layer a different length; transformers' shared mask cannot serve them."""
     pyramid = registry("compressor").get("pyramidkv")(window_size=8)
-    records = as_dicts(engine.run_cell(cell("pyramidkv", pyramid, 0.5), tiny, progress=False))
+    records = as_dicts(engine.run_cells([cell("pyramidkv", pyramid, 0.5)], tiny, progress=False)[0])
     budgets = records[0]["setting"]["method_parameter"]["kept_tokens_per_layer"]
     assert len(set(budgets)) > 1
     assert [r["status"] for r in records] == ["supported"] * N, [r["reason"] for r in records]
@@ -108,7 +109,7 @@ def test_uneven_layer_lengths_decode_on_per_layer_attention(tiny, engine):
 
 def test_no_compression_cell_is_the_control(tiny, engine):
     none = registry("compressor").get("none")()
-    measured = as_dicts(engine.run_cell(cell("none", none, 0.0), tiny, progress=False))
+    measured = as_dicts(engine.run_cells([cell("none", none, 0.0)], tiny, progress=False)[0])
     records = [unmeasured(r) for r in measured]
     assert all(r["full"] == r["compressed"] for r in records)
     assert all(r["full"]["cost"]["kv_bytes"] == r["compressed"]["cost"]["kv_bytes"] for r in measured)
@@ -118,9 +119,9 @@ def test_no_compression_cell_is_the_control(tiny, engine):
 def test_query_aware_mode_compresses_with_the_question(tiny, engine):
     records = [
         r.to_dict()
-        for r in engine.run_cell(
-            cell("snapkv", SnapKV(window_size=8), 0.5, query_aware=True), tiny, progress=False
-        )
+        for r in engine.run_cells(
+            [cell("snapkv", SnapKV(window_size=8), 0.5, query_aware=True)], tiny, progress=False
+        )[0]
     ]
     assert all(r["status"] == "supported" and r["query_aware"] for r in records)
 
@@ -154,7 +155,7 @@ def test_answers_match_kvpress_pipeline_token_for_token(tiny, engine, comp, pres
             max_new_tokens=12,
         )["answer"]
         with torch.inference_mode():
-            got = engine.compressed(c, tiny, prompt)[0].text
+            got = compress_and_decode(engine, c, tiny, prompt)[0].text
         assert got == expected
 
 
@@ -179,11 +180,11 @@ def test_a_shared_context_is_compressed_once_and_decodes_as_if_compressed_per_so
     comp = registry("compressor").get(name)(**({"window_size": 16} if name == "snapkv" else {}))
     c = cell(name, comp, 0.5, task=SharedCatalog(), n_sources=4)
     shared = Engine(tmp_path / "a", 2**28)
-    records = as_dicts(shared.run_cell(c, tiny, progress=False))
+    records = as_dicts(shared.run_cells([c], tiny, progress=False)[0])
     assert shared.prefills == 1 and shared.compressions == 1  # one catalog: one prefill, one compression
     monkeypatch.setattr(compressed_module, "SHARED_CONTEXTS_KEPT", 0)  # the same run, compressing per source
     alone = Engine(tmp_path / "b", 2**28)
-    again = as_dicts(alone.run_cell(c, tiny, progress=False))
+    again = as_dicts(alone.run_cells([c], tiny, progress=False)[0])
     assert alone.compressions == 4
     assert [r["compressed"]["token_ids"] for r in records] == [r["compressed"]["token_ids"] for r in again]
     assert [r["status"] for r in records] == ["supported"] * 4
@@ -191,5 +192,5 @@ def test_a_shared_context_is_compressed_once_and_decodes_as_if_compressed_per_so
 
 def test_query_aware_compression_is_never_shared(tiny, engine):
     c = cell("snapkv", SnapKV(window_size=16), 0.5, task=SharedCatalog(), n_sources=3, query_aware=True)
-    as_dicts(engine.run_cell(c, tiny, progress=False))
+    as_dicts(engine.run_cells([c], tiny, progress=False)[0])
     assert engine.compressions == 3 and not engine.shared_contexts

@@ -14,8 +14,8 @@ from kvx.core.records import as_dicts
 from kvx.core.registry import canonical, registry
 from kvx.core.setting import n_kept, ratio_for_budget
 from kvx.core.source import Segment, Source
+from kvx.pipeline.cell import Cell
 from kvx.pipeline.compress import compress
-from kvx.pipeline.engine import Cell
 from kvx.pipeline.transform import transform_source
 from kvx.tasks.ruler import NiahSingle
 from kvx.transforms.base import Transform
@@ -161,13 +161,13 @@ def test_budget_tokens_on_every_fast_path_press(tiny, engine, long_prompt, name)
 def test_budget_is_unsupported_for_hqq_and_think_records(tiny, engine):
     for name in ("hqq", "think"):
         comp = registry("compressor").get(name)()
-        records = as_dicts(engine.run_cell(cell(comp, press_name=name, budget_tokens=64), tiny, False))
+        records = as_dicts(engine.run_cells([cell(comp, press_name=name, budget_tokens=64)], tiny, False)[0])
         assert all(r["status"] == "unsupported" and "budget" in r["reason"] for r in records)
         assert all(r["setting"]["kind"] == "budget_tokens" and r["setting"]["value"] == 64 for r in records)
 
 
 def test_budget_cell_records_kind_value_and_the_ratio_it_ran_with(tiny, engine):
-    records = as_dicts(engine.run_cell(cell(SnapKV(window_size=16), budget_tokens=100), tiny, False))
+    records = as_dicts(engine.run_cells([cell(SnapKV(window_size=16), budget_tokens=100)], tiny, False)[0])
     for r in records:
         s = r["setting"]
         assert r["status"] == "supported" and s["kind"] == "budget_tokens" and s["value"] == 100
@@ -283,7 +283,7 @@ class Fails(Transform):
 
 
 def test_a_failing_transform_is_an_error_record_never_a_wrong_answer(tiny, engine):
-    records = as_dicts(engine.run_cell(cell(transform_name="fails", transform=Fails()), tiny, False))
+    records = as_dicts(engine.run_cells([cell(transform_name="fails", transform=Fails())], tiny, False)[0])
     assert all(
         r["status"] == "error" and r["reason"] == "transform fails: RuntimeError: cannot select"
         for r in records
@@ -321,7 +321,7 @@ def test_coverage_reports_each_segments_retained_share(tiny, engine):
         task=Pool(),
         diagnostics=[("coverage", registry("diagnostic").get("coverage")())],
     )
-    for r in as_dicts(engine.run_cell(c, tiny, False)):
+    for r in as_dicts(engine.run_cells([c], tiny, False)[0]):
         shares = r["diagnostics"]["coverage"]["values"]["segments"]
         assert set(shares) == {"p0", "p1", "p2"} and all(0 <= v <= 1 for v in shares.values())
         # TOVA keeps half of every layer: the segments' shares average to about half

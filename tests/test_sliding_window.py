@@ -14,7 +14,8 @@ from kvx.modeling import attention
 from kvx.modeling.capture import capture_prefill
 from kvx.modeling.generation import greedy_decode
 from kvx.modeling.reader import LoadedReader, attn_implementation
-from kvx.pipeline.engine import Cell, Engine
+from kvx.pipeline.cell import Cell
+from kvx.pipeline.engine import Engine
 from kvx.readers.tiny import byte_tokenizer
 from kvx.tasks.ruler import NiahSingle
 
@@ -139,7 +140,7 @@ def cell(name: str, press: dict, ratio: float, **kw) -> Cell:
 
 @pytest.mark.parametrize(("name", "press"), PRESSES, ids=[p[0] for p in PRESSES])
 def test_no_op_compression_decodes_the_full_cache_answer(gemma, tmp_path, name, press):
-    records = as_dicts(Engine(tmp_path, 2**28).run_cell(cell(name, press, 0.0), gemma, progress=False))
+    records = as_dicts(Engine(tmp_path, 2**28).run_cells([cell(name, press, 0.0)], gemma, progress=False)[0])
     assert [r["status"] for r in records] == ["supported"] * 2
     assert all(r["compressed"]["token_ids"] == r["full"]["token_ids"] for r in records)
 
@@ -147,7 +148,7 @@ def test_no_op_compression_decodes_the_full_cache_answer(gemma, tmp_path, name, 
 def test_compressed_cell_decodes_and_covers_only_compressed_slots(gemma, tmp_path):
     coverage = [("coverage", registry("diagnostic").get("coverage")())]
     c = cell("snapkv", {"window_size": 8}, 0.5, diagnostics=coverage)
-    records = as_dicts(Engine(tmp_path, 2**28).run_cell(c, gemma, progress=False))
+    records = as_dicts(Engine(tmp_path, 2**28).run_cells([c], gemma, progress=False)[0])
     heads = gemma.model.config.num_key_value_heads
     for r in records:
         assert r["status"] == "supported", r["reason"]

@@ -9,7 +9,8 @@ from helpers import unmeasured
 
 from kvx.core.records import as_dicts
 from kvx.core.registry import registry
-from kvx.pipeline.engine import Cell, Engine
+from kvx.pipeline.cell import Cell
+from kvx.pipeline.engine import Engine
 from kvx.stores.spool import Spool
 from kvx.tasks.ruler import NiahSingle
 
@@ -22,16 +23,18 @@ def cell(name: str) -> Cell:
 
 
 def stopped_after(monkeypatch, sources: int) -> None:
-    """Make ``Engine._batched`` raise Ctrl-C once ``sources`` sources are done."""
-    original, seen = Engine._batched, []
+    """Make the source path raise Ctrl-C once ``sources`` sources are done."""
+    import kvx.pipeline.engine as engine_module
 
-    def batched(self, members, reader, source, *args, **kwargs):
+    original, seen = engine_module.run_source, []
+
+    def run_source(stages, reader, members, source, *args, **kwargs):
         if len(seen) == sources:
             raise KeyboardInterrupt
         seen.append(source.id)
-        return original(self, members, reader, source, *args, **kwargs)
+        return original(stages, reader, members, source, *args, **kwargs)
 
-    monkeypatch.setattr(Engine, "_batched", batched)
+    monkeypatch.setattr(engine_module, "run_source", run_source)
 
 
 def unmeasured_all(records):
@@ -59,7 +62,7 @@ def test_a_stopped_run_resumes_at_the_sources_it_reached(tiny, tmp_path, monkeyp
 def test_error_records_and_torn_lines_are_not_reused_and_resume_false_starts_over(tiny, tmp_path):
     c = cell("tova")
     engine = Engine(tmp_path, 2**30)
-    records = engine.run_cell(c, tiny, progress=False)
+    records = engine.run_cells([c], tiny, progress=False)[0]
     identity = c.identity(tiny.identity).id
     spool = Spool(engine.partial, identity, identity)
     broken = records[1].to_dict() | {"status": "error", "reason": "transient", "compressed": None}
@@ -68,7 +71,7 @@ def test_error_records_and_torn_lines_are_not_reused_and_resume_false_starts_ove
     assert list(spool.load()) == [records[0].key]
 
     again = Engine(tmp_path, 2**30)
-    again.run_cell(c, tiny, progress=False)
+    again.run_cells([c], tiny, progress=False)[0]
     assert again.resumed[identity] == 1
     spool.add(records[0])
     over = Engine(tmp_path, 2**30)
@@ -81,7 +84,7 @@ def test_records_of_another_schema_version_are_recomputed_not_reused(tiny, tmp_p
     this version's stamp with its fields as that version had them, so it is computed again instead."""
     c = cell("tova")
     engine = Engine(tmp_path, 2**30)
-    records = engine.run_cell(c, tiny, progress=False)
+    records = engine.run_cells([c], tiny, progress=False)[0]
     identity = c.identity(tiny.identity).id
     spool = Spool(engine.partial, identity, identity)
     spool.add(records[0])

@@ -127,7 +127,7 @@ def test_one_prefill_per_dialogue_rendering_across_probes_and_cells(tiny, engine
     """P1 and P3 examples of the same dialogues render the same context: each is prefilled once,
     whatever the probe, the KV cell or the turn-selection cell that needs it."""
     from kvx.compressors.presets import SnapKV, StreamingLLM
-    from kvx.pipeline.engine import Cell
+    from kvx.pipeline.cell import Cell
     from kvx.tasks.tpbench.task import GoalAndLateUpdate
 
     def cell(task, press, compressor, **kw):
@@ -142,12 +142,12 @@ def test_one_prefill_per_dialogue_rendering_across_probes_and_cells(tiny, engine
     assert dialogues and dialogues <= {s.metadata["dialogue_id"] for s in p1.sources(3, 1, 0, len)}
     for task in (p1, p3):
         for press, comp in (("snapkv", SnapKV(window_size=4)), ("streaming_llm", StreamingLLM())):
-            records = engine.run_cell(cell(task, press, comp), tiny, progress=False)
+            records = engine.run_cells([cell(task, press, comp)], tiny, progress=False)[0]
             assert {r.status for r in records} == {"supported"}
     assert engine.prefills == 3  # one per dialogue: P3 and the second press reuse P1's prefills
     recency = selection("recency", Recency(), 0.5, True)
     for task in (p1, p3):
-        engine.run_cell(
-            cell(task, "none", comp, transform_name="turns:recency", transform=recency), tiny, False
-        )
+        engine.run_cells(
+            [cell(task, "none", comp, transform_name="turns:recency", transform=recency)], tiny, False
+        )[0]
     assert engine.prefills == 3 + 3  # one per selected rendering, shared by both probes

@@ -21,7 +21,8 @@ from kvx.core.records import as_dicts, cell_metrics, cost_metrics, dumps
 from kvx.core.registry import RegistryError, canonical, registry
 from kvx.modeling.heap import PeakMemory
 from kvx.modeling.reader import load_reader, reader_identity
-from kvx.pipeline.engine import Cell, Engine
+from kvx.pipeline.cell import Cell
+from kvx.pipeline.engine import Engine
 from kvx.stores import leases, tracing, tracking
 from kvx.transforms.turns import selection
 
@@ -34,8 +35,12 @@ def engine(cfg: DictConfig) -> Engine:
     """One engine per process, so controls and captured prefills outlive a single cell."""
     global _ENGINE
     if _ENGINE is None:
+        budget = cfg.get("decode_budget_mb")
         _ENGINE = Engine(
-            Path(str(cfg.outputs_dir)), int(cfg.capture_cache_mb) * 2**20, int(cfg.memo_cache_mb) * 2**20
+            Path(str(cfg.outputs_dir)),
+            int(cfg.capture_cache_mb) * 2**20,
+            int(cfg.memo_cache_mb) * 2**20,
+            0 if budget is None else int(budget) * 2**20,
         )
     return _ENGINE
 

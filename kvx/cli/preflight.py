@@ -152,6 +152,7 @@ def check_job(cfg: DictConfig) -> None:
     for key in ("capture_cache_mb", "memo_cache_mb"):
         if key in cfg:
             check_int(key, cfg[key], 0)
+    check_optional_int("decode_budget_mb", cfg.get("decode_budget_mb"), 1)
     diagnostics = cfg.diagnostics if cfg.diagnostics is not None else []
     if not isinstance(diagnostics, (list, ListConfig)) or not all(isinstance(n, str) for n in diagnostics):
         raise ConfigError(f"diagnostics={diagnostics!r} must be a list of names, e.g. diagnostics=[coverage]")

@@ -17,6 +17,7 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from importlib.metadata import version
 from importlib.resources import files
 from typing import Any
 
@@ -55,6 +56,11 @@ def validate(record: dict[str, Any]) -> None:
     error = jsonschema.exceptions.best_match(_validator().iter_errors(record))
     if error is not None:
         raise error
+
+
+def versions() -> dict[str, str]:
+    """The packages whose versions every record (and transform manifest) carries."""
+    return {d: version(d) for d in ("kvx", "torch", "transformers", "kvpress")}
 
 
 def transition(full_correct: bool, compressed_correct: bool) -> str:
@@ -219,7 +225,7 @@ def dumps(records: Iterable[Record | dict[str, Any]]) -> str:
 
 #: the ``Answer.cost`` fields of any answer (``kvx.modeling.costs``), and those only a compressed one has
 ANSWER_COSTS = ("kv_bytes", "masked_share", "question_ms", "decode_ms_per_token", "new_tokens", "decode_rows")
-COMPRESSION_COSTS = ("compress_s", "prefill_s")
+COMPRESSION_COSTS = ("compress_s", "prefill_s", "decode_batches")
 
 
 def cost_metrics(records: list[dict[str, Any]]) -> dict[str, float]:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import os
 import re
 import resource
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 _STATUS = Path("/proc/self/status")
 
@@ -28,6 +30,17 @@ def _malloc_trim() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
         return ctypes.CDLL(name).malloc_trim if name else None
     except (OSError, AttributeError):  # not glibc
         return None
+
+
+def default_budget(device: Any) -> int:
+    """The bytes one source's decode may hold when ``decode_budget_mb`` is not set: a quarter of the
+    device's memory (of the machine's RAM on the CPU), leaving the rest to the model, the captured
+    prefills other cells reuse, and everything else the process holds."""
+    if getattr(device, "type", "cpu") == "cuda":
+        import torch
+
+        return torch.cuda.get_device_properties(device).total_memory // 4
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
 
 
 def trim_memory() -> bool:

@@ -13,7 +13,9 @@ from transformers import Cache
 from kvx.compressors.base import Compressor
 from kvx.modeling.capture import ids_digest
 from kvx.modeling.compressed import Caches, CompressedRun
+from kvx.modeling.costs import cache_cost
 from kvx.modeling.reader import LoadedReader, Prompt
+from kvx.pipeline.cell import Job
 from kvx.stores.tracing import Tracer
 
 
@@ -51,3 +53,27 @@ def compress(
         start = cache.get_seq_length()
     run.start = start
     return cache, run
+
+
+def compress_job(job: Job, caches: Caches, reader: LoadedReader) -> None:
+    """The compress stage for one cell's source: its cache, run and cost (the cache as decoding will
+    find it, and its build time) on the job; a failure makes the record an ``error``."""
+    cell, setting = job.cell, job.setting
+    n_compressed = int(job.prompt.context_ids.shape[1])
+    try:
+        inputs = {"compressor": cell.press_name, "ratio": setting.ratio, "tokens": n_compressed}
+        with job.tracer.stage("compress", inputs) as span:
+            job.cache, job.run = compress(
+                caches, reader, cell.compressor, setting.ratio, job.prompt, cell.query_aware, job.tracer
+            )
+            capture = job.run.capture
+            job.cost = {
+                **cache_cost(job.cache, reader.model),
+                "compress_s": round(job.run.seconds, 4),
+                "prefill_s": None if capture is None else round(capture.seconds, 4),
+            }
+            span.set_outputs(
+                {"cache_tokens": job.cache.get_seq_length(), "retained_share": setting.retained_share}
+            )
+    except Exception as exc:  # recorded, counted, never scored as wrong
+        job.record.fail("error", f"{type(exc).__name__}: {exc}")

@@ -1,33 +1,49 @@
-"""Decode stage: greedy decoding of the FullCache control and of a compressed cache."""
+"""Decode stage: greedy decoding of caches that are already built — a source's FullCache control and
+its compressed caches together in one batch (``kvx.pipeline.batched``), or one cache alone."""
 
 from __future__ import annotations
 
 from transformers import Cache
 
-from kvx.modeling.capture import Capture
 from kvx.modeling.compressed import CompressedRun
 from kvx.modeling.generation import Generation, greedy_decode
 from kvx.modeling.layers import clear_head_masks
-from kvx.modeling.reader import LoadedReader, Prompt, attn_implementation
+from kvx.modeling.reader import LoadedReader, attn_implementation
+from kvx.pipeline.batched import DecodeJob, greedy_decode_batch
 
 
-def decode_control(reader: LoadedReader, capture: Capture, prompt: Prompt, max_new_tokens: int) -> Generation:
-    """The uncompressed answer: the question fed after the full captured prefill."""
-    clear_head_masks(reader.model)  # an earlier AdaKV cell's masks must not reach the control
-    return greedy_decode(
-        reader.model,
-        reader.tokenizer,
-        capture.full_cache(),
-        prompt.question_ids,
-        capture.n_tokens,
-        max_new_tokens,
-    )
+def decode_batch(reader: LoadedReader, decodes: list[DecodeJob]) -> list[Generation | Exception]:
+    """Batches of jobs sharing their feed; a batch that fails is retried job by job, so an error
+    belongs to the cache that caused it."""
+    out: list[Generation | Exception | None] = [None] * len(decodes)
+    by_feed: dict[bytes, list[int]] = {}
+    for i, d in enumerate(decodes):
+        by_feed.setdefault(d.feed.cpu().numpy().tobytes(), []).append(i)
+    for members in by_feed.values():
+        clear_head_masks(reader.model)
+        try:
+            gens = greedy_decode_batch(reader.model, reader.tokenizer, [decodes[i] for i in members])
+        except Exception:
+            gens = []
+            for i in members:
+                d = decodes[i]
+                try:
+                    gens.append(
+                        greedy_decode(
+                            reader.model, reader.tokenizer, d.cache, d.feed, d.start, d.max_new_tokens
+                        )
+                    )
+                except Exception as exc:
+                    gens.append(exc)
+        for i, gen in zip(members, gens):
+            out[i] = gen
+    return out  # type: ignore[return-value]
 
 
 def decode_compressed(
     reader: LoadedReader, run: CompressedRun, cache: Cache, max_new_tokens: int
 ) -> Generation:
-    """The compressed answer, positions continuing from where compression says decoding starts."""
+    """One compressed answer alone, positions continuing from where compression says decoding starts."""
     with attn_implementation(reader.model, run.decode_impl):
         gen = greedy_decode(reader.model, reader.tokenizer, cache, run.feed, run.start, max_new_tokens)
     run.first_logits = gen.first_logits

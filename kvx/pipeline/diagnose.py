@@ -1,4 +1,5 @@
-"""Diagnose stage: every selected diagnostic on one supported record, then its Table 4 category."""
+"""Diagnose stage, which closes a source's record: the compressed answer evaluated and paired with its
+control, every selected diagnostic run on it, then its Table 4 category."""
 
 from __future__ import annotations
 
@@ -9,6 +10,11 @@ from typing import Any
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
 from kvx.diagnostics.categories import categorize, category_row
 from kvx.diagnostics.context import DiagnosticContext
+from kvx.modeling.costs import decode_cost
+from kvx.modeling.generation import Generation
+from kvx.modeling.reader import LoadedReader
+from kvx.pipeline.cell import Job
+from kvx.pipeline.evaluate import evaluate
 from kvx.stores.tracing import Tracer
 
 #: diagnostics that compare two caches of ONE prompt: a text transform gives the two sides
@@ -49,3 +55,35 @@ def diagnose(
             span.set_outputs(out[name])
     category = categorize(category_row(out)) if context.record.get("transition") == "C→W" else None
     return out, category
+
+
+def close(job: Job, reader: LoadedReader, gen: Generation) -> None:
+    """Evaluate the compressed answer, pair it with the control and run the diagnostics."""
+    record, cell = job.record, job.cell
+    try:
+        with job.tracer.stage("evaluate") as span:
+            answer = evaluate(cell.task, gen, job.source)
+            span.set_outputs({"correct": answer.correct, "score": answer.score})
+    except Exception as exc:  # recorded, counted, never scored as wrong
+        record.fail("error", f"{type(exc).__name__}: {exc}")
+        return
+    answer.cost = {**job.cost, **decode_cost(gen)} if job.cost is not None else None
+    record.pair(record.full, answer)
+    if cell.diagnostics:
+        view = {
+            "full": record.full.to_dict(),
+            "compressed": answer.to_dict(),
+            "transition": record.transition,
+        }
+        ctx = DiagnosticContext(
+            reader,
+            job.source,
+            job.prompt,
+            job.run,
+            view,
+            cell.max_new_tokens,
+            lambda text: cell.task.evaluate(text, job.source).correct,
+        )
+        record.diagnostics, record.category = diagnose(
+            cell.diagnostics, ctx, job.transformed is not None, job.tracer
+        )

@@ -6,12 +6,16 @@ segment (or across segments) are no longer addressable and are counted, never gu
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kvx.core.records import versions
 from kvx.core.source import Segment, Source
+from kvx.modeling.reader import LoadedReader
+from kvx.stores.artifacts import ArtifactStore
 from kvx.transforms.base import Transform
 
 
@@ -65,3 +69,39 @@ def transform_source(
         "evidence_total": len(source.evidence),
     }
     return Transformed(out, info)
+
+
+def transformed(
+    store: ArtifactStore, transform: Transform, name: str, config: dict, reader: LoadedReader, source: Source
+) -> Transformed | None:
+    """The transform stage through the artifact store: each (row, transform ``config``) output is
+    computed once and replayed byte-identically to every reader and cell (per reader only for
+    transforms that use it), with a manifest of what produced it."""
+    if transform.identity:
+        return None
+    # the row's pool as every reader sees it: one artifact per row across a panel
+    scope = {"transform": config, "pool_sha256": source.digest(reader_free=True)}
+    if transform.uses_reader:
+        scope["reader"] = reader.key
+    key = store.key(scope)
+    stored = store.get(key)
+    if stored is not None:
+        segments = [Segment(**s) for s in stored["segments"]]
+        out = transform_source(transform, name, source, segments)
+        if out is None or out.info["context_sha256"] != stored["text_sha256"]:
+            raise ValueError(
+                f"stored artifact {store.path(key)} fails its sha256 check: delete it to recompute"
+            )
+        return out
+    segments = list(transform.apply(source))
+    out = transform_source(transform, name, source, segments)
+    assert out is not None
+    manifest = {
+        "row_id": source.id,
+        **scope,
+        "text_sha256": out.info["context_sha256"],
+        "versions": versions(),
+        "segments": [dataclasses.asdict(s) for s in segments],
+    }
+    store.put(key, manifest)
+    return out

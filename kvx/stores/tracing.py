@@ -100,9 +100,18 @@ class Tracer:
             mlflow.flush_trace_async_logging()
 
 
+_CONFIGURED: tuple[str, str] | None = None  # the (store, experiment) MLflow's tracing points at
+
+
 def configure(uri: str, experiment_id: str) -> None:
-    """Point MLflow's tracing (a process-wide, fluent API) at the store and experiment of the runs."""
+    """Point MLflow's tracing (a process-wide, fluent API) at the store and experiment of the runs,
+    once per process: every later cell of a sweep traces to the same place, and resetting MLflow's
+    process state per cell would only cost time."""
+    global _CONFIGURED
+    if (uri, experiment_id) == _CONFIGURED:
+        return
     import mlflow
 
     mlflow.set_tracking_uri(uri)
     mlflow.set_experiment(experiment_id=experiment_id)
+    _CONFIGURED = (uri, experiment_id)
