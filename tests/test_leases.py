@@ -189,3 +189,40 @@ def test_the_later_of_two_finished_duplicates_deletes_itself(store):
     runs = lambda: tracking.runs_with_tag(client, store[1], KEY, "c1")  # noqa: E731
     assert leases.first_finished(client, runs, first) == first and second in _ids(store)
     assert leases.first_finished(client, runs, second) == first and _ids(store) == {first: "FINISHED"}
+
+
+def _claimed(store, cell="c1"):
+    client, exp = store
+    return leases.claimed(
+        client,
+        lambda: tracking.runs_with_tag(client, exp, KEY, cell),
+        lambda extra: client.create_run(exp, tags={KEY: cell, **extra}).info.run_id,
+        FAST,
+        f"cell {cell}",
+    )
+
+
+def test_the_lifecycle_finishes_a_run_or_ends_it_as_what_stopped_it(store):
+    """One context manager for cells and control ledgers: finish() ends the run FINISHED and frees
+    it; an error or Ctrl-C in the body ends it FAILED or KILLED; a finished cell is only reused."""
+    with _claimed(store, "ok") as lease:
+        assert lease.run_id is not None and lease.heartbeat._thread.is_alive()
+        assert lease.finish() == lease.run_id
+    finished = lease.run_id
+    assert _ids(store, "ok") == {finished: "FINISHED"} and not lease.heartbeat._thread.is_alive()
+    for cell, exc, status in (("bad", ValueError("boom"), "FAILED"), ("stop", KeyboardInterrupt(), "KILLED")):
+        with pytest.raises(type(exc)), _claimed(store, cell) as lease:
+            raise exc
+        assert _ids(store, cell) == {lease.run_id: status} and not lease.heartbeat._thread.is_alive()
+    with _claimed(store, "ok") as again:  # finished by the first block: reused, nothing claimed
+        assert again.run_id is None and again.finished.info.run_id == finished
+    assert _ids(store, "ok") == {finished: "FINISHED"}
+
+
+def test_a_run_finished_twice_keeps_the_first_and_deletes_the_later(store):
+    first = _run(store, status="FINISHED", cell="dup")
+    client, _ = store
+    lease = _claim(store, "other")  # owns its own cell; made to finish a duplicate of "dup"
+    lease.runs = lambda: tracking.runs_with_tag(client, store[1], KEY, "dup") + [client.get_run(lease.run_id)]
+    assert lease.finish() == first
+    assert lease.run_id not in _ids(store, "other")  # the later duplicate is deleted

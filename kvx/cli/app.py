@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,26 +130,24 @@ def run_cells(jobs: list[tuple[DictConfig, dict[str, str]]], parent: str | None)
     remaining = list(jobs)
     while remaining:
         opened, busy = [], []
-        try:
+        # every claim lives in this stack (``leases.claimed``): Ctrl-C or a failure anywhere ends each
+        # run it has not finished as KILLED or FAILED and frees it
+        with ExitStack() as claims:
             for cfg, typed in remaining:
-                outcome = _open(cfg, typed, parent, wait=False)
+                outcome = _open(claims, cfg, typed, parent, wait=False)
                 if isinstance(outcome, _CellRun):
                     opened.append(outcome)
                 elif outcome is None:
                     busy.append((cfg, typed))
                 else:
                     metrics = outcome
-        except BaseException as exc:  # Ctrl-C or a bad cell while claiming: free what is claimed
-            for cell_run in opened:
-                cell_run.abandon(exc, report=False)
-            raise
-        if not opened and busy:  # nothing to do but wait: on one cell, holding nothing
-            outcome = _open(*busy.pop(0), parent, wait=True)
-            if isinstance(outcome, _CellRun):
-                opened.append(outcome)
-            elif outcome is not None:
-                metrics = outcome
-        metrics = _compute_all(opened) or metrics
+            if not opened and busy:  # nothing to do but wait: on one cell, holding nothing
+                outcome = _open(claims, *busy.pop(0), parent, wait=True)
+                if isinstance(outcome, _CellRun):
+                    opened.append(outcome)
+                elif outcome is not None:
+                    metrics = outcome
+            metrics = _compute_all(opened) or metrics
         remaining = busy
     return metrics
 
@@ -164,9 +163,7 @@ def _compute_all(opened: list[_CellRun]) -> dict[str, float]:
             metrics = _compute(group)
             for cell_run in group:
                 pending.remove(cell_run)
-    except BaseException as exc:
-        for cell_run in pending:
-            cell_run.abandon(exc, report=False)
+    except BaseException as exc:  # the claims' stack ends the pending runs
         if pending:
             pending[0].report(exc)
         raise
@@ -174,11 +171,11 @@ def _compute_all(opened: list[_CellRun]) -> dict[str, float]:
 
 
 def _open(
-    cfg: DictConfig, typed: dict[str, str], parent: str | None, wait: bool
+    claims: ExitStack, cfg: DictConfig, typed: dict[str, str], parent: str | None, wait: bool
 ) -> _CellRun | dict[str, float] | None:
-    """A cell's run claimed and its parameters logged; or, when a finished run already holds the
-    cell (or another worker finished it while this one waited), that run's metrics; or None when
-    another worker is computing it and ``wait`` is false."""
+    """A cell's run claimed (its lifecycle entered into ``claims``) and its parameters logged; or,
+    when a finished run already holds the cell (or another worker finished it while this one
+    waited), that run's metrics; or None when another worker is computing it and ``wait`` is false."""
     try:
         cell, reader_cfg, names = build_cell(cfg, typed)
         identity = cell.identity(reader_identity(names["reader"], reader_cfg))
@@ -216,13 +213,15 @@ def _open(
     if parent:
         tags[tracking.MLFLOW_PARENT] = parent
     cell_runs = lambda: tracking.runs_with_tag(client, exp_id, tracking.CELL_ID, identity.id)  # noqa: E731
-    lease = leases.claim(
-        client,
-        cell_runs,
-        lambda extra: client.create_run(exp_id, run_name=name, tags={**tags, **extra}).info.run_id,
-        leases.Timing.from_config(cfg),
-        f"cell {name}",
-        wait,
+    lease = claims.enter_context(
+        leases.claimed(
+            client,
+            cell_runs,
+            lambda extra: client.create_run(exp_id, run_name=name, tags={**tags, **extra}).info.run_id,
+            leases.Timing.from_config(cfg),
+            f"cell {name}",
+            wait,
+        )
     )
     if lease.busy is not None:
         log.info("%s is being computed by run %s; coming back to it", name, lease.busy.info.run_id)
@@ -232,15 +231,15 @@ def _open(
             client.set_tag(parent, f"{tracking.REUSED}{identity.id}", lease.finished.info.run_id)
         return dict(lease.finished.data.metrics)
     cell_run = _CellRun(cfg, typed, parent, cell, reader_cfg, names, identity, chash, client, exp_id, name)
-    cell_run.lease, cell_run.cell_runs = lease, cell_runs
+    cell_run.lease = lease
     try:
         params = {**identity.flat(), **{f"choices.{g}": v for g, v in typed.items()}}
         params.update(ratio=cfg.ratio, budget_tokens=cfg.budget_tokens, diagnostics=diagnostics)
         items = sorted((k, str(v)[:500]) for k, v in params.items())
         for i in range(0, len(items), 90):
             client.log_batch(lease.run_id, params=_params(items[i : i + 90]))
-    except BaseException as exc:
-        cell_run.abandon(exc)
+    except BaseException as exc:  # a full disk: one line; the claims' stack ends the run
+        cell_run.report(exc)
         raise
     return cell_run
 
@@ -297,14 +296,15 @@ class _CellRun:
     client: Any
     exp_id: str
     name: str
-    lease: Any = None
-    cell_runs: Any = None
+    lease: leases.Claim | None = None
 
     @property
     def reader_key(self) -> str:
         return digest(reader_identity(self.names["reader"], self.reader_cfg))
 
     def finish(self, records: list[dict], metrics: dict, reader: Any, alone: list[str]) -> None:
+        """Log the cell and end its run FINISHED (a failure here is reported, and the claims' stack
+        ends the run FAILED)."""
         client, run_id = self.client, self.lease.run_id
         try:
             if alone:  # why some caches decoded outside the batch
@@ -323,26 +323,12 @@ class _CellRun:
                 records,
                 leases.Timing.from_config(self.cfg),
             )
-            client.set_terminated(run_id, "FINISHED")
+            kept = self.lease.finish()
         except BaseException as exc:
-            self.abandon(exc)
+            self.report(exc)
             raise
-        self.lease.release()
-        kept = leases.first_finished(client, self.cell_runs, run_id)
         if kept != run_id and self.parent:  # another worker finished it first: this sweep counts that run
             client.set_tag(self.parent, f"{tracking.REUSED}{self.identity.id}", kept)
-
-    def abandon(self, exc: BaseException, report: bool = True) -> None:
-        """End the run as what stopped it, release the lease; with ``report``, a config error or
-        a full disk becomes one ``kvx:`` line and an exit status (the caller re-raises anything else)."""
-        client, run_id = self.client, self.lease.run_id
-        status = "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
-        try:
-            client.set_terminated(run_id, status)
-        finally:
-            self.lease.release()
-        if report:
-            self.report(exc)
 
     def report(self, exc: BaseException) -> None:
         """A config error or a full disk: one ``kvx:`` line and an exit status."""
@@ -409,26 +395,19 @@ def _log_control(
     if parent:
         tags[tracking.MLFLOW_PARENT] = parent
     ledgers = lambda: tracking.runs_with_tag(client, exp_id, tracking.CONTROL_KEY, split)  # noqa: E731
-    lease = leases.claim(
+    with leases.claimed(
         client,
         ledgers,
         lambda extra: client.create_run(exp_id, run_name=run_name, tags={**tags, **extra}).info.run_id,
         timing,
         f"control ledger {run_name}",
-    )
-    if lease.finished is not None:
-        return
-    try:
+    ) as lease:
+        if lease.finished is not None:
+            return
         run_id = lease.run_id
         client.log_param(run_id, "compressor", "none (FullCache control)")
         client.log_metric(run_id, "full_accuracy", sum(c["correct"] for c in controls) / len(controls))
         client.log_metric(run_id, "full_mean_score", sum(c["score"] for c in controls) / len(controls))
         client.log_metric(run_id, "n_sources", len(controls))
         client.log_text(run_id, dumps(controls), "controls.jsonl")
-        client.set_terminated(run_id, "FINISHED")
-    except BaseException:
-        client.set_terminated(run_id, "FAILED")
-        raise
-    finally:
-        lease.release()
-    leases.first_finished(client, ledgers, run_id)
+        lease.finish()

@@ -23,7 +23,8 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,10 +111,56 @@ class Claim:
     heartbeat: Heartbeat | None = None
     deleted_stale: int = 0
     busy: Any = None  # with ``wait=False``: the live run of another worker that holds the cell
+    client: Any = None
+    runs: Callable[[], list[Any]] | None = None  # every run of what is claimed (the duplicate check)
+    closed: bool = False  # the owned run has ended, FINISHED or not
 
     def release(self) -> None:
         if self.heartbeat is not None:
             self.heartbeat.stop()
+
+    def finish(self) -> str:
+        """End the owned run FINISHED and let it go; the run that stands for what was claimed (this
+        one, or another worker's that finished first, in which case this one is deleted)."""
+        assert self.run_id is not None and self.runs is not None, "finish() is for a run this worker owns"
+        self.client.set_terminated(self.run_id, "FINISHED")
+        self.closed = True
+        self.release()
+        return first_finished(self.client, self.runs, self.run_id)
+
+    def abandon(self, exc: BaseException) -> None:
+        """End the owned run as what stopped it (KILLED for Ctrl-C, else FAILED) and let it go."""
+        self.closed = True
+        try:
+            self.client.set_terminated(
+                self.run_id, "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
+            )
+        finally:
+            self.release()
+
+
+@contextmanager
+def claimed(
+    client: Any,
+    runs: Callable[[], list[Any]],
+    create: Callable[[dict[str, str]], str],
+    timing: Timing,
+    what: str,
+    wait: bool = True,
+) -> Iterator[Claim]:
+    """The lifecycle of a claimed run, for cells and control ledgers alike: ``claim`` it; the body
+    works on ``run_id`` when this worker owns it (otherwise ``finished`` is a run to reuse, or ``busy``
+    another worker's) and ends it with ``finish()``; leaving the block by an exception before that
+    ends the run KILLED or FAILED, and the heartbeat always stops."""
+    lease = claim(client, runs, create, timing, what, wait)
+    try:
+        yield lease
+    except BaseException as exc:
+        if lease.run_id is not None and not lease.closed:
+            lease.abandon(exc)
+        raise
+    finally:
+        lease.release()
 
 
 def claim(
@@ -162,9 +209,8 @@ def claim(
         for run in stale:  # neither finished nor live: a killed worker's leftovers
             log.info("deleting %s's stale run %s of %s", _owner(run), run.info.run_id, what)
             client.delete_run(run.info.run_id)
-        return Claim(
-            run_id=run_id, heartbeat=Heartbeat(client, run_id, timing.heartbeat_s), deleted_stale=len(stale)
-        )
+        beat = Heartbeat(client, run_id, timing.heartbeat_s)
+        return Claim(run_id=run_id, heartbeat=beat, deleted_stale=len(stale), client=client, runs=runs)
 
 
 def first_finished(client: Any, runs: Callable[[], list[Any]], run_id: str) -> str:
