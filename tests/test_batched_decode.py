@@ -341,7 +341,8 @@ def test_the_budget_counts_the_capture_every_cache_and_its_decode_buffer(tiny, t
     kept = [_row_bytes(r[0]["compressed"]["cost"]["kv_bytes"], n // 2, feed, TOKENS) for r in rows]
     kv, q = first["full"]["cost"]["kv_bytes"], first["n_question_tokens"]
     assert kv == 3 * 2 * 2 * n * 16 * 4  # the tiny model: 3 layers, K and V, 2 heads of 16, fp32
-    assert full == 2 * kv + 3 * 2 * 2 * 16 * 4 * (q + TOKENS)  # the cache, and a buffer for it + feed + answer
+    # the cache, and the buffer the decode appends into: the cache again plus the feed and the answer
+    assert full == 2 * kv + 3 * 2 * 2 * 16 * 4 * (q + TOKENS)
     both = capture + full + sum(kept)
     tight = Engine(tmp_path / "tight", 2**30, decode_budget=both - 1)
     got = tight.run_cells(grid, tiny, progress=False)
