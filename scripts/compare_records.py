@@ -4,8 +4,9 @@ transitions, diagnostics and categories must be identical (costs and provenance 
     python scripts/compare_records.py BEFORE AFTER
 
 BEFORE and AFTER are MLflow stores (``sqlite:///…/mlflow.db`` or a tracking URI) or record
-directories; records of any schema version are matched by task, source, reader, compressor, the
-ratio the method ran with and seed. Exits 1 on any difference or unmatched record.
+directories; records of any schema version are matched by task, source, reader, transform,
+compressor, the ratio the method ran with, seed and query-awareness (two records of one store with
+the same match are an error). Exits 1 on any difference or unmatched record.
 """
 
 from __future__ import annotations
@@ -49,10 +50,14 @@ def load(spec: str) -> dict[tuple, dict[str, Any]]:
                     r["task"],
                     r["source_id"],
                     r["reader"],
+                    (r.get("transform") or {}).get("name", "none"),
                     r["compressor"],
                     r["setting"]["ratio"],
                     r["seed"],
+                    r.get("query_aware", False),
                 )
+                if key in out:  # two settings the key cannot tell apart: never compare one of them silently
+                    sys.exit(f"{spec}: two records share the match key {key}")
                 out[key] = r
     return out
 
