@@ -23,15 +23,20 @@ def store(tmp_path):
     return client, client.create_experiment("kvx")
 
 
-def _claim(store, cell="c1", timing=FAST):
+def _claim_args(store, cell, timing):
+    """What ``leases.claim`` and ``leases.claimed`` take for one cell of the test store."""
     client, exp = store
-    return leases.claim(
+    return (
         client,
         lambda: tracking.runs_with_tag(client, exp, KEY, cell),
         lambda extra: client.create_run(exp, tags={KEY: cell, **extra}).info.run_id,
         timing,
         f"cell {cell}",
     )
+
+
+def _claim(store, cell="c1", timing=FAST):
+    return leases.claim(*_claim_args(store, cell, timing))
 
 
 def _run(store, status="RUNNING", owner=None, beat=None, lease="owner", cell="c1"):
@@ -192,14 +197,7 @@ def test_the_later_of_two_finished_duplicates_deletes_itself(store):
 
 
 def _claimed(store, cell="c1"):
-    client, exp = store
-    return leases.claimed(
-        client,
-        lambda: tracking.runs_with_tag(client, exp, KEY, cell),
-        lambda extra: client.create_run(exp, tags={KEY: cell, **extra}).info.run_id,
-        FAST,
-        f"cell {cell}",
-    )
+    return leases.claimed(*_claim_args(store, cell, FAST))
 
 
 def test_the_lifecycle_finishes_a_run_or_ends_it_as_what_stopped_it(store):

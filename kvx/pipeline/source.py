@@ -173,7 +173,8 @@ def _control_and_batch(
         with tracer.stage("control", {"compressor": "FullCache"}) as span:
             control = stages.controls.lookup(jobs[0].identity, prompt, source)
             decoding = None if control.answer else stages.controls.decode_job(control, reader, prompt, budget)
-            span.set_outputs({"stored": decoding is None})
+            stored = decoding is None
+            span.set_outputs({"stored": stored})
     except Exception as exc:  # no control, no pair: an error, not a wrong answer
         for job in jobs:
             job.record.fail("error", f"FullCache control: {type(exc).__name__}: {exc}")
@@ -197,7 +198,7 @@ def _control_and_batch(
     def decode(batch: list[Job], last: bool) -> bool:
         """Decode one batch (the control with the first) and close its jobs; False when the control failed."""
         nonlocal decoding
-        if decoding is None:  # the compressions have captured the prefill, if any needs it
+        if stored and not batches:  # the compressions have captured the prefill, if any needs it
             stages.controls.complete(control, reader, prompt)
         if last and release and all(j.cache is not None and not j.cell.diagnostics for j in batch + alone):
             stages.caches.drop_held(shared=not keep_shared)

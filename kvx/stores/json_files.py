@@ -37,18 +37,18 @@ class JsonFiles:
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored object, or None; a file that does not parse (a torn copy, a bad disk) is moved
-        aside as ``.corrupt`` with a warning and recomputed, never read as an answer."""
+        aside as ``.corrupt`` with a warning and recomputed, never read as one."""
         path = self.path(key)
         try:
-            answer = json.loads(path.read_bytes())
+            value = json.loads(path.read_bytes())
         except FileNotFoundError:
             return None
         except (ValueError, UnicodeDecodeError) as exc:
             return self._aside(path, f"does not parse ({exc})")
-        if not isinstance(answer, dict):
-            return self._aside(path, f"holds a {type(answer).__name__}, not an object")
+        if not isinstance(value, dict):
+            return self._aside(path, f"holds a {type(value).__name__}, not an object")
         self.loaded += 1
-        return answer
+        return value
 
     def _aside(self, path: Path, problem: str) -> None:
         aside = path.with_suffix(".corrupt")
@@ -56,12 +56,12 @@ class JsonFiles:
         self.corrupt += 1
         log.warning("%s %s; moved to %s and recomputed", path, problem, aside.name)
 
-    def put(self, key: str, answer: dict[str, Any], computed: bool = True) -> None:
+    def put(self, key: str, value: dict[str, Any], computed: bool = True) -> None:
         """Store an object; ``computed=False`` when it only completes a stored one (not counted)."""
         path = self.path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         with os.fdopen(fd, "w") as fh:
-            json.dump(answer, fh)
+            json.dump(value, fh)
         os.replace(tmp, path)  # atomic: parallel jobs never read half a file
         self.computed += computed
