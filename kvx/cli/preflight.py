@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from kvx.cli import grouping
+from kvx.cli import grouping, presets
 from kvx.cli.config import GROUPS, instantiate, register_configs
 from kvx.core.checks import check_bool, check_int, check_optional_int, check_ratio
 from kvx.core.errors import ConfigError
@@ -38,9 +38,10 @@ NO_RUN = ("help", "hydra_help", "cfg", "info", "shell_completion", "experimental
 
 def prepare(argv: Sequence[str], config_dir: str) -> list[str]:
     """Register the config nodes ``argv`` needs and, when it runs jobs, check every one of them;
-    return the command line Hydra should get (``for_swept_groups``)."""
+    return the command line Hydra should get (presets expanded, ``for_swept_groups``)."""
     from hydra._internal.utils import get_args_parser
 
+    argv = presets.expand(argv, config_dir)
     args = get_args_parser().parse_args(list(argv))
     if args.help or args.hydra_help:
         register_configs()  # every option, listed once

@@ -1,0 +1,130 @@
+"""Experiment presets: ``+experiment=tpbench/main`` names ``conf/experiment/tpbench/main.yaml``.
+
+A preset is written in Hydra's ``+experiment=`` convention (``# @package _global_``, ``override
+/<group>: <option>`` in its defaults, plain keys, ``hydra.sweeper.params`` for the sweep axes and
+``hydra.mode: MULTIRUN``), and kvx expands it into the command-line overrides it stands for before
+anything else reads the command line. So a preset is exactly the command a user could have typed:
+every job is checked before anything runs, grouped jobs share a process, a cell has one identity
+whether it came from a preset or by hand, and anything given on the command line wins over the
+preset's value for the same key.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from kvx.core.errors import ConfigError
+
+GROUP = "experiment"
+#: Hydra's flags that turn a command into a multirun
+MULTIRUN_FLAGS = ("-m", "--multirun")
+
+
+def names(config_dir: str) -> list[str]:
+    """Every preset under ``<config_dir>/experiment``, as ``+experiment=`` takes it."""
+    root = Path(config_dir) / GROUP
+    return sorted(str(p.relative_to(root).with_suffix("")) for p in root.rglob("*.yaml"))
+
+
+def expand(argv: Sequence[str], config_dir: str) -> list[str]:
+    """``argv`` with each ``+experiment=NAME`` replaced by the overrides of its preset (those whose
+    key the command line does not set itself), plus ``--multirun`` when the preset is a sweep."""
+    given = {_key(a) for a in argv if _is_override(a) and not _is_preset(a)}
+    out: list[str] = []
+    multirun = False
+    for arg in argv:
+        if not (_is_override(arg) and _is_preset(arg)):
+            out.append(arg)
+            continue
+        preset = load(config_dir, arg.partition("=")[2])
+        overrides, sweep = overrides_of(preset)
+        out += [o for o in overrides if _key(o) not in given]
+        multirun |= sweep
+    if multirun and not any(a in MULTIRUN_FLAGS for a in out) and "hydra.mode=MULTIRUN" not in out:
+        out.insert(0, "--multirun")
+    return out
+
+
+def load(config_dir: str, name: str) -> DictConfig:
+    """The preset's file, or one clear line naming the presets there are."""
+    path = Path(config_dir) / GROUP / f"{name}.yaml"
+    if not name or not path.is_file():
+        known = names(config_dir)
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"+experiment={name!r} is not a preset (presets: {', '.join(known)}){hint}")
+    node = OmegaConf.load(path)
+    if not isinstance(node, DictConfig):
+        raise ConfigError(f"+experiment={name}: {path} is not a mapping of keys")
+    return node
+
+
+def overrides_of(preset: DictConfig) -> tuple[list[str], bool]:
+    """The command-line overrides a preset stands for, and whether it is a sweep."""
+    body = OmegaConf.to_container(preset, resolve=False)
+    assert isinstance(body, dict)
+    hydra = body.pop("hydra", None) or {}
+    mode = hydra.pop("mode", None)
+    sweeper = hydra.get("sweeper") or {}
+    params = sweeper.pop("params", None) or {}
+    if not sweeper:
+        hydra.pop("sweeper", None)
+    out: list[str] = []
+    for item in body.pop("defaults", None) or []:
+        if not isinstance(item, dict) or len(item) != 1:
+            raise ConfigError(f"experiment preset defaults must be 'override /<group>: <option>', got {item}")
+        key, value = next(iter(item.items()))
+        group = str(key).removeprefix("override").strip().lstrip("/")
+        if group not in params:  # a swept group's default only makes Hydra's primary config composable
+            out.append(f"{group}={_render(value)}")
+    out += [f"{key}={value}" for key, value in _flat(body)]
+    out += [f"hydra.{key}={value}" for key, value in _flat(hydra)]
+    out += [f"{key}={value}" for key, value in params.items()]  # sweeps stay in Hydra's sweep syntax
+    return out, mode == "MULTIRUN" or bool(params)
+
+
+def _flat(node: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for key, value in node.items():
+        if isinstance(value, dict) and value:
+            out += _flat(value, f"{prefix}{key}.")
+        else:
+            out.append((f"{prefix}{key}", _render(value)))
+    return out
+
+
+def _render(value: Any) -> str:
+    """A value in Hydra's override grammar (quoted where a bare string would parse as something else)."""
+    if isinstance(value, (ListConfig, DictConfig)):
+        value = OmegaConf.to_container(value, resolve=False)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ",".join(_render(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_render(v)}" for k, v in value.items()) + "}"
+    text = str(value)
+    if text and all(c.isalnum() or c in "_-./:@" for c in text) and text not in ("null", "true", "false"):
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _is_override(arg: str) -> bool:
+    return "=" in arg and not arg.startswith("-")
+
+
+def _is_preset(arg: str) -> bool:
+    return arg.partition("=")[0].lstrip("+") == GROUP
+
+
+def _key(arg: str) -> str:
+    return arg.partition("=")[0].lstrip("+~")
