@@ -395,3 +395,52 @@ def test_release_aggregate_differences_are_listed(release: Path, tmp_path: Path)
     assert differences["differences"] == [
         "sgd_r30_s42_p3_aggregate.json: recency p3_em_strict 0.75 in the release, 0.500000 read"
     ]
+
+
+def test_other_budgets_share_the_control_group(release: Path, tmp_path: Path) -> None:
+    """r10 and r30 files of one seed are one control group (kvx's split: task, reader, seed): the same
+    full-context answers go in the ledger once; an answer that differs is listed, never overwritten."""
+    copy = tmp_path / "TPBench"
+    shutil.copytree(release, copy)
+    main_dir = copy / "results/main"
+    rows = [json.loads(x) for x in (main_dir / "sgd_r30_s42_p3_scored.jsonl").read_text().splitlines()]
+    for row in rows:
+        row["meta"]["ratio"] = 0.1
+    _jsonl(main_dir / "sgd_r10_s42_p3_scored.jsonl", rows)
+    out = tmp_path / "same"
+    assert main(["tpbench", str(copy), "--out", str(out), "--quiet"]) == 0
+    manifest = json.loads((out / "import_manifest.json").read_text())
+    assert manifest["counts"]["controls"] == 3 + 2 + 3  # the r10 file adds no control
+    assert manifest["checks"]["full_context_differs_between_budgets"] == []
+    r10 = [r for r in _records(out) if r["provenance"]["release"]["file"] == "sgd_r10_s42_p3_scored.jsonl"]
+    assert {r["cell"]["fields"]["transform.fraction"] for r in r10} == {0.1} and len(r10) == 12
+    r30 = [r for r in _records(out) if r["provenance"]["release"]["file"] == "sgd_r30_s42_p3_scored.jsonl"]
+    assert {r["split"] for r in r10} == {r["split"] for r in r30}  # one control group
+
+    rows[0]["p3_correct"] = 0  # row 0: P's full-context answer, now wrong under r10
+    _jsonl(main_dir / "sgd_r10_s42_p3_scored.jsonl", rows)
+    out = tmp_path / "differs"
+    assert main(["tpbench", str(copy), "--out", str(out), "--quiet"]) == 0
+    manifest = json.loads((out / "import_manifest.json").read_text())
+    assert manifest["checks"]["full_context_differs_between_budgets"] == [
+        f"{P}: sgd_r10_s42_p3_scored.jsonl and sgd_r30_s42_p3_scored.jsonl"
+    ]
+
+
+def test_a_seedless_file_matching_no_probe_set(release: Path, tmp_path: Path) -> None:
+    """ChunkKV probes that no seed's probe set holds: seed unknown (with the reason), no control, an error;
+    a full-context answer in such a file has no control group to join."""
+    copy = tmp_path / "TPBench"
+    shutil.copytree(release, copy)
+    other = p2_row(P, "chunkkv_r03_kvpress", (1, 1, 0)) | {"dialogue_id": "v20_sgd_9_00009__qa_00"}
+    full = other | {"method": "full_context"}  # no seed, so no control group: counted, never used
+    _jsonl(copy / "results/main/chunkkv_sgd_r30_p3_scored.jsonl", [other, full])
+    out = tmp_path / "out"
+    assert main(["tpbench", str(copy), "--out", str(out), "--quiet"]) == 0
+    [record] = [r for r in _records(out) if r["compressor"] == "chunkkv"]
+    assert record["seed"] is None and record["status"] == "error"
+    assert record["provenance"]["unknown"]["seed"].startswith("the file name gives no probe seed")
+    assert record["reason"] == "no FullCache control: no seed's full_context answers hold this probe"
+    validate(record)
+    counts = json.loads((out / "import_manifest.json").read_text())["counts"]
+    assert counts["full_context_rows_without_seed"] == 1 and counts["controls"] == 3 + 2 + 3

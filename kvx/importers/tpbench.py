@@ -166,6 +166,7 @@ class Counts:
     cells: Counter = field(default_factory=Counter)  # "task corpus seed method budget" -> records
     unknown: Counter = field(default_factory=Counter)  # (field, reason) -> records
     no_control: int = 0
+    unused_controls: int = 0  # full_context rows of a file whose seed is unknown: no control group
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -376,7 +377,8 @@ class Converter:
     checks: list[str] = field(default_factory=list)  # differences from the release's aggregates
     #: (task, corpus, seed, budget) -> probe id -> control
     controls: dict[tuple, dict[str, Control]] = field(default_factory=dict)
-    ledgers: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # split -> probe -> entry
+    #: split -> probe -> (ledger entry, the file it came from)
+    ledgers: dict[str, dict[str, tuple[dict[str, Any], str]]] = field(default_factory=dict)
     #: full_context answers of one probe and seed that differ between two budgets' files
     conflicts: list[str] = field(default_factory=list)
 
@@ -384,7 +386,7 @@ class Converter:
         payload = {"origin": NAME, "task": scored.task, "corpus": scored.corpus, "reader": self.reader}
         return digest(payload | {"seed": seed}, 64)
 
-    def read_controls(self, scored: ScoredFile, rows: list[Row]) -> dict[str, Control]:
+    def read_controls(self, scored: ScoredFile, rows: list[Row], seed: int) -> dict[str, Control]:
         """The file's full_context answers, written to its control ledger; references from any row."""
         golds: dict[str, str] = {}
         for row in rows:
@@ -403,22 +405,24 @@ class Converter:
                 )
             else:
                 controls[row.probe] = Control(answer_of(row, scored.task, True), "", refs)
-        if scored.seed is not None:
-            self.controls[(scored.task, scored.corpus, scored.seed, scored.budget)] = controls
-            ledger = self.ledgers.setdefault(self.split_of(scored, scored.seed), {})
-            for probe, control in controls.items():
-                if control.answer is None:
-                    continue
-                entry = {"source_id": probe, "prompt_hash": None, **control.answer.to_dict()}
-                if ledger.setdefault(probe, entry) != entry:  # another budget's file answered it otherwise
-                    self.conflicts.append(f"{scored.path.name}: {probe}")
+        known = self.controls.setdefault((scored.task, scored.corpus, seed, scored.budget), {})
+        for probe, control in controls.items():
+            known.setdefault(probe, control)  # a seedless file never replaces its seed's controls
+        ledger = self.ledgers.setdefault(self.split_of(scored, seed), {})
+        for probe, control in controls.items():
+            if control.answer is None:
+                continue
+            entry = {"source_id": probe, "prompt_hash": None, **control.answer.to_dict()}
+            first, source = ledger.setdefault(probe, (entry, scored.path.name))
+            if first != entry:  # another budget's file answered it otherwise: the first one stays
+                self.conflicts.append(f"{probe}: {source} and {scored.path.name}")
         return controls
 
     def write_ledgers(self) -> None:
         """One control ledger per control group (task, corpus, reader, seed), as kvx's own runs."""
         for split, entries in sorted(self.ledgers.items()):
             writer = JsonlGzWriter(self.out / f"{split}{CONTROLS_SUFFIX}")
-            for _, entry in sorted(entries.items()):
+            for _, (entry, _) in sorted(entries.items()):
                 writer.write(entry)
             writer.close()
             self.counts.controls += writer.count
@@ -440,13 +444,13 @@ class Converter:
         rows = read_file(scored)
         self.files[scored.path] = len(rows)
         self._check_aggregate(scored, rows)
-        if scored.seed is not None:
-            controls = self.read_controls(scored, rows)
-            seed = scored.seed
-        else:
-            seed = self.seed_of(scored, {r.probe for r in rows})
-            key = (scored.task, scored.corpus, seed, scored.budget)
+        seed = self.seed_of(scored, {r.probe for r in rows})
+        key = (scored.task, scored.corpus, seed, scored.budget)
+        if seed is not None and (scored.seed is not None or any(r.kind == "full" for r in rows)):
+            controls = self.read_controls(scored, rows, seed)
+        else:  # a seedless file without full-context answers pairs with its seed's file
             controls = self.controls.get(key, {}) if seed is not None else {}
+            self.counts.unused_controls += sum(r.kind == "full" for r in rows)
         for row in rows:
             if row.kind != "full":
                 self.convert(scored, seed, row, controls.get(row.probe))
@@ -632,6 +636,7 @@ def manifest(conv: Converter, root: Path, skipped: list[str], seconds: float) ->
             "controls": c.controls,
             "by_status": dict(sorted(c.status.items())),
             "records_without_control": c.no_control,
+            "full_context_rows_without_seed": c.unused_controls,
             "by_cell": dict(sorted(c.cells.items())),
         },
         "field_mapping": FIELD_MAPPING,
@@ -656,6 +661,10 @@ def summary_lines(conv: Converter, root: Path, out: Path, skipped: list[str]) ->
     ]
     if skipped:
         lines.append(f"  skipped (not a known scored file): {', '.join(skipped)}")
+    if c.unused_controls:
+        lines.append(
+            f"  full_context rows in files without a known seed (no control group): {c.unused_controls}"
+        )
     if conv.conflicts:
         lines.append(f"  full_context answers differ between budgets' files: {len(conv.conflicts)} probes")
     for difference in conv.checks[:5]:
