@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 #: importer name -> module with ``add_arguments(parser)`` and ``run(args) -> int``
-IMPORTERS = {"kvdiagnosis": "kvx.importers.kvdiagnosis"}
+IMPORTERS = {"kvdiagnosis": "kvx.importers.kvdiagnosis", "tpbench": "kvx.importers.tpbench"}
 MANIFEST = "import_manifest.json"
 RECORDS_SUFFIX = ".jsonl.gz"
 CONTROLS_SUFFIX = ".controls.jsonl.gz"
