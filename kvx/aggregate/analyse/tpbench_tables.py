@@ -59,6 +59,11 @@ def _column(frame: pd.DataFrame, name: str) -> pd.Series:
     return frame[name].astype(float) if name in frame else pd.Series(NAN, index=frame.index)
 
 
+def _text(frame: pd.DataFrame, name: str) -> pd.Series:
+    """A text detail, all None when no record carries it."""
+    return frame[name] if name in frame else pd.Series(None, index=frame.index, dtype=object)
+
+
 def _per_seed(frame: pd.DataFrame, name: str) -> pd.Series:
     """The mean of a column at each seed; seeds without a finite value are left out."""
     return _column(frame, name).groupby(frame["seed"]).mean().dropna()
@@ -117,8 +122,9 @@ def slot_types(tp: pd.DataFrame) -> pd.DataFrame | None:
     part = _supported(tp, "P2")
     if part.empty:
         return None
-    slots = part["d.slot"] if "d.slot" in part else pd.Series(None, index=part.index, dtype=object)
-    part = part.assign(slot_type=slots.map(slot_type), _kept=_column(part, "d.answer_retained"))
+    part = part.assign(
+        slot_type=_text(part, "d.slot").map(slot_type), _kept=_column(part, "d.answer_retained")
+    )
 
     def build(group: pd.DataFrame) -> dict[str, Any]:
         kept = group[group["_kept"] == 1.0]
@@ -163,12 +169,7 @@ def alias_excluded(tp: pd.DataFrame) -> pd.DataFrame | None:
     part = _supported(tp, "P3")
     if part.empty:
         return None
-    old = part["d.old_value"] if "d.old_value" in part else pd.Series(None, index=part.index, dtype=object)
-    new = (
-        part["d.current_value"]
-        if "d.current_value" in part
-        else pd.Series(None, index=part.index, dtype=object)
-    )
+    old, new = _text(part, "d.old_value"), _text(part, "d.current_value")
     flags = [_alias(o, v, c) for o, v, c in zip(old, new, part["corpus"])]
     part = part.assign(_alias=flags)
 
