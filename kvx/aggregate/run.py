@@ -23,6 +23,7 @@ from kvx.aggregate.analyse.matrix import categories, failures, matrix
 from kvx.aggregate.analyse.separation import separation
 from kvx.aggregate.analyse.swap import swapped
 from kvx.aggregate.analyse.tpbench import tpbench_tables
+from kvx.aggregate.analyse.tpbench_tables import paper_tables
 from kvx.aggregate.read.cells import label_cells, with_varying
 from kvx.aggregate.read.problems import Problem
 from kvx.aggregate.read.rows import with_ids
@@ -126,6 +127,8 @@ def analyse(
         put("contrast", contrast(rows, validated.contrasts))
         for name, frame in tpbench_tables(rows, options.n_boot, options.seed, validated.cells).items():
             put(name, frame)  # none without TPBench records
+        for name, frame in paper_tables(rows, validated.cells).items():
+            put(name, frame)  # Tables 7, 9, 10, 15, 23 and §6.3: each only when its probe or method ran
         audit_rows = [rows]
         for before, after in options.swaps:
             swap, found = swapped(rows, before, after)

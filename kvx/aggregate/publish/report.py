@@ -22,6 +22,7 @@ import pandas as pd
 from pandas.api.types import is_bool_dtype, is_integer_dtype, is_numeric_dtype
 
 from kvx.aggregate.analyse.tpbench import TABLES as TPBENCH_TABLES
+from kvx.aggregate.analyse.tpbench_tables import TABLES as TPBENCH_PAPER_TABLES
 
 __all__ = [
     "OPTIONAL_SECTIONS",
@@ -182,6 +183,22 @@ SECTIONS: tuple[Section, ...] = (
     ),
 )
 
+#: the TPBench section's paper tables (kvx.aggregate.analyse.tpbench_tables), each shown when it applies
+_TPBENCH_PAPER = (
+    " Paper tables (a _seed_mean is the unweighted mean of the per-seed values): tpbench_p1_seeds "
+    "(Table 23) = P1 strict, loose and token F1 as seed mean ± sample sd; tpbench_slot_types (Table 7) = "
+    "P2-strict and retention per slot type, by keywords of the slot name (time, else date/day, else a "
+    "place or name word, else other; unknown without a slot); tpbench_p3_alias_excluded (Table 9) = P3 "
+    "on the same answers less the pairs P2's alias rule calls one value (n_by_seed, excluded_by_seed; "
+    "best_* = the best turn selector at that budget); tpbench_p3_parsed (Table 10) = segment-local and "
+    "whole-field P3, the parse rate and segment-local accuracy among parsed answers only; "
+    "tpbench_evidence (§6.3, per probe set) = how often the update turn does not state the value, the "
+    "evidence spans several turns, a system turn states it, and whether each method kept the update "
+    "turn, only another answer-bearing turn, or neither; tpbench_kv_vs_selectors (Table 15) = each KV "
+    "method per seed beside the best turn selector keeping the same fraction at that seed (ties joined "
+    "by '/')."
+)
+
 #: sections of one benchmark's analyses: shown (and written as ``<anchor>.md``) only when the
 #: analysis produced any of their tables or figures, absent from the report otherwise
 OPTIONAL_SECTIONS: tuple[Section, ...] = (
@@ -219,9 +236,9 @@ OPTIONAL_SECTIONS: tuple[Section, ...] = (
         "pair each evidence deletion with its matched control on the same sources (matched = 'k of n': k of "
         "the n sources the deletion scored have a scored control); b = control right and deletion wrong, "
         "c = the reverse, exact McNemar p (strict); the _fc columns repeat it among answers full context "
-        "got right.",
+        "got right." + _TPBENCH_PAPER,
         ("tpbench_rank_change",),
-        TPBENCH_TABLES,
+        TPBENCH_TABLES + TPBENCH_PAPER_TABLES,
         "no TPBench records in the selected runs",
     ),
 )

@@ -70,6 +70,10 @@ def to_source(example: Example, corpus: str, probe_set: str) -> Source:
             update_position=example.update_turn / max(1, len(turns) - 1),
             answer_turns=[f"T{i}" for i in example.answer_turns],
             deletions={k: None if v is None else [f"T{i}" for i in v] for k, v in example.deletions.items()},
+            # where the evidence lies (TPBench §6.3), as scalars the aggregate can count
+            update_states_value=example.update_turn in example.answer_turns,
+            evidence_turns=len({example.update_turn, *example.answer_turns}),
+            system_states_value=any(turns[i].speaker == "system" for i in example.answer_turns),
         )
     return Source.from_segments(
         segments,
@@ -165,6 +169,13 @@ class _TPBench(Task):
                 answer_turns=meta["answer_turns"],
                 update_position=meta["update_position"],
                 first_fill=not meta["old_value"],
+                # for the aggregate's slot-type, alias-exclusion and evidence tables (records only)
+                slot=meta["slot"],
+                old_value=meta["old_value"],
+                current_value=meta["value"],
+                update_states_value=meta["update_states_value"],
+                evidence_turns=meta["evidence_turns"],
+                system_states_value=meta["system_states_value"],
             )
         return Score.of(metrics["strict"], reply.value.lower(), metrics=metrics, details=details)
 
