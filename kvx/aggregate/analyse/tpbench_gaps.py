@@ -11,7 +11,8 @@
   answers weigh 1/n_seed, so the estimate is the mean of the per-seed gaps; a dialogue drawn by
   several seeds is one cluster; 5,000 resamples from ``numpy.random.default_rng(20260928)``, the
   clusters drawn as ``integers(K, size=(5000, K))``; the 2.5th and 97.5th percentiles (linear).
-  With equal seed sizes this is the pooled mean §6.2.3 bootstraps (``audit_p3_segments.py``).
+  With equal seed sizes this is the pooled mean §6.2.3 bootstraps (``audit_p3_segments.py``, which
+  reports full − method, the opposite sign, and draws every contrast from one generator).
 - ``tpbench_tokens`` (Appendix B): q = L_compressed / L_full, the share of the reader's input tokens
   (context + question) a prompt-side method keeps; the input KV cache scales as q and the dense
   prefill attention term as q², so full-to-compressed factors are 1/q and 1/q² (3.3 and 11.1 at
