@@ -60,6 +60,8 @@ EXTRA_SCORES: dict[str, tuple[tuple[str, str], ...]] = {
         ("whole_loose", "whole_loose_accuracy"),
     ),
 }
+#: a compressed answer's prompt sizes (rows.py): untransformed context and question, context share kept
+TOKENS = ("n_context_tokens", "n_question_tokens", "retained_token_share")
 #: the answer detail saying the reference survived compression (TPBench §6.1.3-6.1.4)
 RETAINED = {"P1": "reference_retained", "P2": "answer_retained", "P3": "answer_retained"}
 #: cell fields already named by the method or its budget, never repeated as a method variant
@@ -150,6 +152,7 @@ def tpbench_rows(rows: pd.DataFrame, cells: Mapping[str, Mapping[str, Any]] | No
             ),
             _columns(comp, "comp_m.", "m."),
             _columns(comp, "comp_d.", "d."),
+            comp.reindex(columns=list(TOKENS)),  # Appendix B's token scaling (tpbench_gaps)
         ],
         axis=1,
     )

@@ -22,6 +22,8 @@ import pandas as pd
 from pandas.api.types import is_bool_dtype, is_integer_dtype, is_numeric_dtype
 
 from kvx.aggregate.analyse.tpbench import TABLES as TPBENCH_TABLES
+from kvx.aggregate.analyse.tpbench_gaps import EXPLANATION as GAP_EXPLANATION
+from kvx.aggregate.analyse.tpbench_gaps import TABLES as GAP_TABLES
 from kvx.aggregate.analyse.tpbench_tables import TABLES as TPBENCH_PAPER_TABLES
 
 __all__ = [
@@ -236,9 +238,9 @@ OPTIONAL_SECTIONS: tuple[Section, ...] = (
         "pair each evidence deletion with its matched control on the same sources (matched = 'k of n': k of "
         "the n sources the deletion scored have a scored control); b = control right and deletion wrong, "
         "c = the reverse, exact McNemar p (strict); the _fc columns repeat it among answers full context "
-        "got right." + _TPBENCH_PAPER,
+        "got right." + _TPBENCH_PAPER + " " + GAP_EXPLANATION,
         ("tpbench_rank_change",),
-        TPBENCH_TABLES + TPBENCH_PAPER_TABLES,
+        (*TPBENCH_TABLES, *TPBENCH_PAPER_TABLES, *GAP_TABLES),
         "no TPBench records in the selected runs",
     ),
 )

@@ -179,6 +179,10 @@ def project(
         "transition": record.get("transition"),
         **_category(record, diags),
         "text_hash": record.get("compressed_text_sha256"),
+        # prompt sizes of the untransformed prompt, and the transformed context's share of it
+        "n_context_tokens": _number(record.get("n_context_tokens")),
+        "n_question_tokens": _number(record.get("n_question_tokens")),
+        "retained_token_share": _number((record.get("transform") or {}).get("retained_token_share")),
     }
     for diag, result in diags.items():
         ok = result.get("status") in VALID
