@@ -109,3 +109,41 @@ def test_records_say_what_was_cut(tiny, engine):
     plain = engine.run_cells([cell], tiny, progress=False)[0][0]
     assert plain.truncation is None and "truncation" not in plain.to_dict()
     assert plain.cell["id"] != record.cell["id"] and "reader.max_prompt_tokens" not in plain.cell["fields"]
+
+
+def test_a_cut_prompt_is_not_aligned_to_evidence(tiny):
+    from kvx.diagnostics.alignment import align_evidence
+
+    assert align_evidence(tiny.tokenizer, tiny.render(source()), [(0, 5)]).ok
+    cut = align_evidence(tiny.tokenizer, limited(60).render(source()), [(0, 5)])
+    assert not cut.ok and "reader.max_prompt_tokens" in cut.reason
+
+
+def test_a_transformed_prompt_is_cut_on_its_own(tiny, engine):
+    from kvx.compressors.none import NoCompression
+    from kvx.pipeline.cell import Cell
+    from kvx.pipeline.transform import transform_source
+    from kvx.tasks.tpbench.task import CurrentValue
+    from kvx.transforms.turns import selection
+    from kvx.turn_selectors.positional import Recency
+
+    task = CurrentValue(synthetic_dialogues=3)
+    src = task.sources(1, 1, 0, len)[0]
+    recency = selection("recency", Recency(), 0.5, True)
+    kept = transform_source(recency, "turns:recency", src).source
+    full, short = tiny.render(src), tiny.render(kept)
+    n_full = full.context_ids.shape[1] + full.question_ids.shape[1]
+    n_short = short.context_ids.shape[1] + short.question_ids.shape[1]
+    limit = n_short - 5  # both sides are cut: the full prompt by more
+    cell = Cell(
+        task_name="tpbench_p2", task=task, reader_name="tiny", press_name="none", compressor=NoCompression(),
+        ratio=0.0, seed=1, n_sources=1, context_tokens=1024, max_new_tokens=2,
+        transform_name="turns:recency", transform=recency,
+    )  # fmt: skip
+    record = engine.run_cells([cell], limited(limit), progress=False)[0][0]
+    assert record.status == "supported", record.reason
+    assert record.truncation == {
+        "max_prompt_tokens": limit,
+        "context_tokens_cut": n_full - limit,
+        "compressed_context_tokens_cut": 5,
+    }
