@@ -8,9 +8,10 @@ proxy, MMR, LLMLingua) ``max(1, floor(n r))``. The ``TurnSelection`` transform r
 
 Budgets and per-dialogue seeds reproduce the public release (kentech-sail/TPBench) to the bit: its
 saved contexts (``data/construction/*_compressed_r{10,30}.jsonl``: ``n_turns``, ``k_turns``) keep
-``round(n r)`` turns for the position-only methods (n = 18, r = 0.1 keeps 2, floor would keep 1), its
-selectors take ``int(n r)`` (``scripts/fmts_refpool/core/compression_methods.py``), both on the
-float product ``n * r`` and with Python's half-to-even ``round``.
+``round(n r)`` turns for the position-only methods (n = 18, r = 0.1 keeps 2, floor would keep 1) and
+``int(n r)`` for its content selectors (their ``kept_turn_ids``; the rule of
+``scripts/fmts_refpool/core/compression_methods.py``), both on the float product ``n * r``, with
+Python's half-to-even ``round``.
 """
 
 from __future__ import annotations
