@@ -65,6 +65,8 @@ def _fails(tmp_path: Path, start_s: float, args: list[str], expected: str, **env
         (["budget_tokens=abc"], "budget_tokens='abc'"),
         (["decode_budget_mb=0"], "decode_budget_mb=0"),
         (["ratio=1.5"], "ratio=1.5"),
+        (["reader=tiny", "reader.max_prompt_tokens=0"], "reader.max_prompt_tokens=0"),
+        (["reader.max_prompt_tokens=-7168"], "reader.max_prompt_tokens=-7168"),
         (["task=tpbench_p2", "turn_selector=recency"], "turn_selector needs turn_fraction"),
         (["task=tpbench_p2", "turn_fraction=0.3"], "turn_selector=none"),
         (["task=tpbench_p2", "turn_selector=recency", "turn_fraction=0"], "turn_fraction=0 "),

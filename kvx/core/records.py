@@ -109,6 +109,7 @@ _OPTIONAL = (
     "category",
     "task_family",
     "provenance",
+    "truncation",
 )
 #: fields an external record (``provenance.origin == "external"``) may leave null, each with a reason in
 #: ``provenance.unknown``; kvx's own records always have them
@@ -178,6 +179,8 @@ class Record:
     category: dict[str, Any] | None = None
     task_family: str | None = None
     provenance: dict[str, Any] | None = None  # external records only: origin, source, unknown fields
+    #: ``reader.max_prompt_tokens`` set: the limit and the context tokens cut from the left to fit it
+    truncation: dict[str, Any] | None = None
     schema_version: str = SCHEMA_VERSION
 
     def pair(self, full: Answer, compressed: Answer) -> None:

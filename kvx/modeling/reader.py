@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kvx.core.errors import ConfigError
 from kvx.core.identity import digest, fields_of
 from kvx.core.registry import canonical
 
@@ -36,6 +37,9 @@ class Prompt:
     #: per segment of the source, the [start, end) token positions of context_ids it occupies
     #: (None: the tokenizer gives no character offsets)
     segment_spans: list[tuple[int, int]] | None = None
+    #: context tokens cut from the left to fit ``max_prompt_tokens`` (``context_text`` is then the
+    #: text before the cut)
+    truncated: int = 0
 
 
 @dataclass
@@ -51,6 +55,8 @@ class LoadedReader:
     label: str = ""
     #: the model family the audit's family-by-row bootstrap resamples (``qwen``, ``gemma``)
     family: str = ""
+    #: ``reader.max_prompt_tokens``: render() cuts the context from the left past it (None: never)
+    max_prompt_tokens: int | None = None
 
     def __post_init__(self) -> None:
         # a reader built by hand (tests, scripts) is identified by its name and revision
@@ -105,13 +111,52 @@ class LoadedReader:
         return Prompt(ctx.to(self.device), q.to(self.device), context, offset)
 
     def render(self, source: Source) -> Prompt:
-        """The encode stage: the source's segments as one prompt, with each segment's token span."""
+        """The encode stage: the source's segments as one prompt, with each segment's token span,
+        cut from the left to ``max_prompt_tokens`` when set."""
         prompt = self.encode(source.context, source.question, source.answer_prefix, source.system)
         if getattr(self.tokenizer, "is_fast", False):
             enc = self.tokenizer(prompt.context_text, add_special_tokens=False, return_offsets_mapping=True)
             if enc["input_ids"] == prompt.context_ids[0].tolist():
                 prompt.segment_spans = token_spans(enc["offset_mapping"], source, prompt.context_offset)
+        if self.max_prompt_tokens is not None:
+            truncate_left(prompt, self.max_prompt_tokens, self.tokenizer, source.id)
         return prompt
+
+
+def truncate_left(prompt: Prompt, limit: int, tokenizer: PreTrainedTokenizerBase, source_id: str) -> None:
+    """Cut the source context's first tokens until the prompt takes at most ``limit`` tokens.
+
+    What stays whole: the template's opening (BOS, system message, user header: the tokens of
+    ``context_text`` before ``context_offset``) and the question part (question, template suffix,
+    answer prefix). The paper's readers cut the whole templated prompt from the left
+    (``truncation_side='left'``), opening included; kvx keeps the opening so the reader still sees
+    its instructions. A prompt whose kept parts alone exceed ``limit`` is a configuration error."""
+    import torch
+
+    ids = prompt.context_ids[0].tolist()
+    n_question = int(prompt.question_ids.shape[1])
+    over = len(ids) + n_question - limit
+    if over <= 0:
+        return
+    opening = tokenizer.encode(prompt.context_text[: prompt.context_offset], add_special_tokens=False)
+    head = next((i for i, (a, b) in enumerate(zip(opening, ids)) if a != b), min(len(opening), len(ids)))
+    if over >= len(ids) - head:
+        raise ConfigError(
+            f"reader.max_prompt_tokens={limit} is too small for source {source_id}: the template's "
+            f"opening ({head} tokens) and the question with its closing ({n_question} tokens) alone take "
+            f"{head + n_question}, leaving no context token; raise it or set it to null"
+        )
+    ctx = prompt.context_ids
+    prompt.context_ids = torch.cat([ctx[:, :head], ctx[:, head + over :]], dim=1)
+    prompt.truncated = over
+    if prompt.segment_spans is not None:
+        prompt.segment_spans = [_shift(span, head, over) for span in prompt.segment_spans]
+
+
+def _shift(span: tuple[int, int], head: int, cut: int) -> tuple[int, int]:
+    """A segment's token span after ``cut`` tokens at ``head`` are removed ((0, 0) when all were)."""
+    lo, hi = (p if p <= head else max(head, p - cut) for p in span)
+    return (lo, hi) if hi > lo else (0, 0)
 
 
 def token_spans(offsets: list[tuple[int, int]], source: Source, shift: int) -> list[tuple[int, int]]:
@@ -157,9 +202,13 @@ class Reader(Protocol):
 _IDENTITIES: dict[str, dict[str, Any]] = {}
 
 
-def _config_key(name: str, reader: Reader) -> str:
-    """A reader as configured (name and every field): keys the per-process identity and model caches."""
-    return f"{name}:{sorted(dataclasses.asdict(reader).items())}"  # type: ignore[call-overload]
+def _config_key(name: str, reader: Reader, weights: bool = False) -> str:
+    """A reader as configured (name and every field): keys the per-process identity cache; with
+    ``weights``, only what the loaded model depends on (the model cache: a prompt limit is not)."""
+    fields = dataclasses.asdict(reader)  # type: ignore[call-overload]
+    if weights:
+        fields.pop("max_prompt_tokens", None)
+    return f"{name}:{sorted(fields.items())}"
 
 
 def reader_identity(name: str, reader: Reader) -> dict[str, Any]:
@@ -171,6 +220,8 @@ def reader_identity(name: str, reader: Reader) -> dict[str, Any]:
     if key not in _IDENTITIES:
         resolved = reader.fingerprint()
         fields = {k: v for k, v in fields_of(reader).items() if k not in resolved}
+        if fields.get("max_prompt_tokens", 0) is None:  # no limit: the identity readers had before it
+            del fields["max_prompt_tokens"]
         _IDENTITIES[key] = {"name": canonical("reader", name), "fields": fields, **resolved}
     return _IDENTITIES[key]
 
@@ -194,12 +245,18 @@ _LOADED: dict[str, LoadedReader] = {}
 
 
 def load_reader(name: str, reader: Reader) -> LoadedReader:
-    """Load a reader once per process: every cell of a sweep reuses the same model."""
-    key = _config_key(name, reader)
+    """Load a reader once per process: every cell of a sweep reuses the same model (a sweep over
+    ``max_prompt_tokens`` too: each value is the same weights under its own identity)."""
+    key = _config_key(name, reader, weights=True)
     if key not in _LOADED:
         _LOADED.clear()  # one model per process: a new reader replaces the old one
         _LOADED[key] = build_reader(name, reader)
-    return _LOADED[key]
+    loaded = _LOADED[key]
+    identity = reader_identity(name, reader)
+    if loaded.identity == identity:
+        return loaded
+    limit = getattr(reader, "max_prompt_tokens", None)
+    return dataclasses.replace(loaded, identity=identity, max_prompt_tokens=limit)
 
 
 def build_reader(name: str, reader: Reader) -> LoadedReader:
@@ -218,4 +275,5 @@ def build_reader(name: str, reader: Reader) -> LoadedReader:
     model.eval()
     identity = reader_identity(name, reader)
     label = reader.label(name)
-    return LoadedReader(name, model, tokenizer, revision, fabric, identity, label, reader.family(name))
+    limit = getattr(reader, "max_prompt_tokens", None)
+    return LoadedReader(name, model, tokenizer, revision, fabric, identity, label, reader.family(name), limit)

@@ -136,6 +136,11 @@ def open_job(
         comp_source, comp_prompt = out.source, encode(reader, out.source)
         record.transform = _transform_info(out, comp_prompt, n_ctx)
         record.compressed_text_sha256 = out.info["context_sha256"]
+    if reader.max_prompt_tokens is not None:  # what the limit cut, from the prompt each side read
+        cut = {"max_prompt_tokens": reader.max_prompt_tokens, "context_tokens_cut": prompt.truncated}
+        if out is not None:
+            cut["compressed_context_tokens_cut"] = comp_prompt.truncated
+        record.truncation = cut
     n_compressed = int(comp_prompt.context_ids.shape[1])
     if cell.query_aware and identity.setting.kind == "budget_tokens":
         n_compressed += int(comp_prompt.question_ids.shape[1]) - 1  # the question is compressed too

@@ -4,13 +4,19 @@ A reader is a dataclass (fields = the ``reader.<field>`` Hydra node) that loads 
 tokenizer. Device and precision go through Lightning Fabric, one device per job (except on the CPU
 in 32-true, where Fabric would do nothing); parallel GPUs come from a Hydra launcher running
 several jobs.
+
+Every reader has ``max_prompt_tokens`` (keyword-only, inherited from ``PromptLimit``): null keeps
+the whole prompt; a number cuts the context from the left until the rendered prompt fits, as the
+TPBench paper's readers did at 7,168 tokens (``LoadedReader.render``).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kvx.core.checks import check_optional_int
 from kvx.core.errors import ConfigError
 from kvx.modeling.reader import Prompt as Prompt  # re-exported: the reader API
 
@@ -23,13 +29,22 @@ PRECISIONS = {"32-true", "16-true", "bf16-true", "16-mixed", "bf16-mixed", "64-t
 ACCELERATORS = {"auto", "cpu", "cuda", "gpu", "mps", "tpu"}
 
 
-class Reader(ABC):
+@dataclass
+class PromptLimit:
+    """The field every reader dataclass inherits (keyword-only, so it follows a subclass's own)."""
+
+    #: null: no limit; else the most tokens a rendered prompt may take, the context cut from the left
+    max_prompt_tokens: int | None = field(default=None, kw_only=True)
+
+
+class Reader(PromptLimit, ABC):
     """Base class for ``kvx.readers`` plugins. Subclasses are dataclasses with these fields too."""
 
     accelerator: str
     precision: str
 
     def validate(self) -> None:
+        check_optional_int("reader.max_prompt_tokens", self.max_prompt_tokens, 1)
         if self.precision not in PRECISIONS:
             raise ConfigError(f"reader.precision={self.precision!r} is not one of {sorted(PRECISIONS)}")
         if self.accelerator not in ACCELERATORS:

@@ -83,13 +83,20 @@ def selection(name: str, selector: TurnSelector, fraction: float, markers: bool)
     """The transform a run gets for ``turn_selector=<name> turn_fraction=<fraction>``."""
     from kvx.core.identity import fields_of
 
-    transform = TurnSelection(name, fraction, markers, fields_of(selector))
+    options = fields_of(selector)
+    revision = getattr(selector, "revision", 1)
+    if revision > 1:  # revision 1 is left out: older cells keep their identity
+        options["revision"] = revision
+    transform = TurnSelection(name, fraction, markers, options)
     transform._impl = selector
     return transform
 
 
 def _dialogue_id(source: Source) -> str:
-    return str(source.metadata.get("dialogue_id", source.id))
+    """The id a selector seeds with: a release probe's ``release_id`` (the string the release's
+    ``random_seed42`` hashes, e.g. ``v20_sgd_18_00112__qa_00``), else the dialogue id."""
+    meta = source.metadata
+    return str(meta.get("release_id") or meta.get("dialogue_id", source.id))
 
 
 DELETIONS = ("update", "update_control", "answers", "answers_control")

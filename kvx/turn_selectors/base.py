@@ -5,6 +5,13 @@ too); its fields are the ``turn_selector.<field>`` Hydra node. It sees the dialo
 and utterance, no markers) and a turn budget ``k``, and returns the indices it keeps. Budgets follow
 the paper: positional selectors keep ``max(1, round(n r))`` turns, content selectors (attention
 proxy, MMR, LLMLingua) ``max(1, floor(n r))``. The ``TurnSelection`` transform renders the kept turns.
+
+Budgets and per-dialogue seeds reproduce the public release (kentech-sail/TPBench) to the bit: its
+saved contexts (``data/construction/*_compressed_r{10,30}.jsonl``: ``n_turns``, ``k_turns``) keep
+``round(n r)`` turns for the position-only methods (n = 18, r = 0.1 keeps 2, floor would keep 1) and
+``int(n r)`` for its content selectors (their ``kept_turn_ids``; the rule of
+``scripts/fmts_refpool/core/compression_methods.py``), both on the float product ``n * r``, with
+Python's half-to-even ``round``.
 """
 
 from __future__ import annotations
@@ -35,19 +42,25 @@ class Turn:
 
 def keep_count(n_turns: int, fraction: float, rounding: str = "round") -> int:
     """Turns kept of ``n_turns`` at turn fraction ``fraction``: ``max(1, round(n r))`` (positional
-    selectors) or ``max(1, floor(n r))`` (content selectors), never more than ``n_turns``."""
+    selectors) or ``max(1, floor(n r))`` (content selectors), never more than ``n_turns``.
+
+    Like the release, on the float product: ``round(45 * 0.7)`` is 31 (the product is 31.4999...),
+    ``int(50 * 0.58)`` is 28; ties round half to even (``round(15 * 0.3)`` is 4)."""
     if n_turns < 1:
         raise ValueError(f"a dialogue needs at least one turn, got n_turns={n_turns}")
     if not 0.0 < fraction <= 1.0:
         raise ValueError(f"turn_fraction={fraction} must be in (0, 1]")
     raw = n_turns * fraction
-    k = math.floor(raw + 1e-9) if rounding == "floor" else round(raw)
+    k = math.floor(raw) if rounding == "floor" else round(raw)
     return min(n_turns, max(1, k))
 
 
 def dialogue_seed(seed: int, dialogue_id: str) -> int:
-    """A per-dialogue seed: the same dialogue gets the same random turns in every probe and cell."""
-    return int.from_bytes(hashlib.sha256(f"{seed}:{dialogue_id}".encode()).digest()[:8], "big")
+    """A per-dialogue seed: the same dialogue gets the same random turns in every probe and cell.
+
+    The release's ``random_seed42`` (``scripts/builders/construction.py``): the first 16 hex digits
+    of ``sha256(f"{seed}|{dialogue_id}")`` as an integer, modulo 2**32."""
+    return int(hashlib.sha256(f"{seed}|{dialogue_id}".encode()).hexdigest()[:16], 16) % 2**32
 
 
 class TurnSelector(ABC):
@@ -55,6 +68,9 @@ class TurnSelector(ABC):
 
     #: "round" (positional selectors) or "floor" (content selectors), as TPBench §5 states
     rounding: ClassVar[str] = "round"
+    #: raised when a selector's picks change; above 1 it joins the cell identity (``revision``), so
+    #: the cells and stored artifacts of an older rule never pass for the new one
+    revision: ClassVar[int] = 1
 
     def validate(self) -> None:  # noqa: B027 - optional hook
         """Raise ``kvx.core.errors.ConfigError`` for invalid fields, before any model loads."""
