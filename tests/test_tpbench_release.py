@@ -354,3 +354,56 @@ def test_bad_settings_fail_before_any_model_loads(tmp_path):
         CurrentValue(probe_set="releas").validate()
     with pytest.raises(ConfigError, match="task.saved_context is set but task.probe_set=build"):
         CurrentValue(saved_context="recency").validate()
+
+
+def _saved_record(method: str, dialogue: str, full: int, comp: int, press: str = "none") -> dict:
+    """A record of a saved-context cell: the task field names the method (so the cell id), and both
+    answers carry the ``saved_context`` details the task writes."""
+    from test_aggregate_tpbench import record
+
+    r = record(
+        dialogue=dialogue,
+        selector=None,
+        full=full,
+        comp=comp,
+        press=press,
+        ratio=0.7 if press != "none" else None,
+    )
+    r["cell"]["fields"]["task.saved_context"] = method
+    r["cell"]["id"] = digest(r["cell"]["fields"])
+    r["split"] += f"|{method}"
+    for side in ("full", "compressed"):
+        r[side]["details"] |= {
+            "saved_context": method,
+            "saved_ratio": 1.0 if method == "full_context" else 0.3,
+        }
+    return r
+
+
+def test_saved_contexts_are_methods_and_their_controls_no_full_context():
+    import pandas as pd
+
+    from kvx.aggregate.analyse.tpbench import tpbench_rows
+    from kvx.aggregate.read.rows import project
+
+    records = [
+        # the control of a saved cell reads the saved text: it must not become full context (1 here)
+        _saved_record("recency", "d0", full=1, comp=0),
+        _saved_record("recency", "d1", full=1, comp=1),
+        _saved_record("llmlingua2_cache", "d0", full=1, comp=1, press="snapkv"),
+        # the release's full_context read whole: the full-context row (0 and 1, not the controls' 1s)
+        _saved_record("full_context", "d0", full=0, comp=0),
+        _saved_record("full_context", "d1", full=1, comp=1),
+    ]
+    tp = tpbench_rows(pd.DataFrame([project(r, "o", "s", {}, set()) for r in records]))
+    got = {
+        (m, b, d): s for m, b, d, s in zip(tp["method"], tp["budget"], tp["d.dialogue_id"], tp["m.strict"])
+    }
+    assert got == {
+        ("saved:recency", "turns 0.3", "d0"): 0.0,
+        ("saved:recency", "turns 0.3", "d1"): 1.0,
+        ("saved:llmlingua2_cache+snapkv", "turns 0.3, cache 0.3", "d0"): 1.0,
+        ("full context", "full", "d0"): 0.0,
+        ("full context", "full", "d1"): 1.0,
+    }
+    assert set(tp.loc[tp["method"] == "saved:recency", "family"]) == {"saved"}
