@@ -395,7 +395,12 @@ def test_saved_contexts_are_methods_and_their_controls_no_full_context():
         _saved_record("full_context", "d0", full=0, comp=0),
         _saved_record("full_context", "d1", full=1, comp=1),
     ]
-    tp = tpbench_rows(pd.DataFrame([project(r, "o", "s", {}, set()) for r in records]))
+    rows = pd.DataFrame([project(r, "o", "s", {}, set()) for r in records])
+    # the aggregate labels the task by its varying fields; the saved method is no task of its own
+    methods = [r["cell"]["fields"]["task.saved_context"] for r in records]
+    rows["task"] = [f"tpbench_p2[n_sources=4, saved_context={m}]" for m in methods]
+    tp = tpbench_rows(rows)
+    assert set(tp["task"]) == {"tpbench_p2[n_sources=4]"}
     got = {
         (m, b, d): s for m, b, d, s in zip(tp["method"], tp["budget"], tp["d.dialogue_id"], tp["m.strict"])
     }

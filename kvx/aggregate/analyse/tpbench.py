@@ -16,6 +16,7 @@ of its own, built once per source (split x source id) from the uncompressed cont
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -69,6 +70,8 @@ _FAMILY_ORDER = {"full": 0, "turns": 1, "saved": 1, "kv": 2, "deletion": 4}
 #: the release's saved contexts that read turn positions only (``data/construction/*_r30.jsonl``)
 SAVED_POSITIONAL = frozenset({"recency", "random_seed42", "first_n", "uniform_stride"})
 SAVED_FULL = "full_context"
+#: the saved method in a task label (``tpbench_p2[saved_context=recency]``): the method column names it
+_SAVED_LABEL = re.compile(r"saved_context=[^,\]]*(?:, )?")
 _HEADLINE = ("strict", "loose")
 NAN = math.nan
 
@@ -117,6 +120,10 @@ def _identity(
     return "+".join(methods) + suffix, "+".join(families), ", ".join(budgets) or "-"
 
 
+def _without_saved(label: str) -> str:
+    return _SAVED_LABEL.sub("", label).replace(", ]", "]").replace("[]", "")
+
+
 def _saved(tp: pd.DataFrame) -> dict[Any, tuple[str, float]]:
     """Cell id -> (saved method, turn fraction) for the cells whose task replays a saved context of
     the release (their answers' ``saved_context`` detail, on the compressed or the control answer)."""
@@ -162,6 +169,8 @@ def tpbench_rows(rows: pd.DataFrame, cells: Mapping[str, Mapping[str, Any]] | No
     tp = rows[probe.notna()].assign(probe=probe[probe.notna()])
     if tp.empty:
         return pd.DataFrame()
+    # saved contexts are methods of one task: ranked and compared together, not split by task label
+    tp = tp.assign(task=tp["task"].astype(str).map(_without_saved))
     base = ["probe", "corpus", "task", "reader", "seed", "source_id", "split", "status"]
     firsts = tp.drop_duplicates("cell_id").set_index("cell_id")
     suffix = _variants(cells, list(firsts.index))
