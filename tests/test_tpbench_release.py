@@ -336,6 +336,11 @@ def test_missing_and_malformed_release_files_fail_naming_file_and_field(tmp_path
         write_release(tmp_path / "b", pool, bad_flag), r"goal_labels\.jsonl:3: field 'is_final_slot_update'"
     )
     _error(write_release(tmp_path / "c", pool, labels[1:]), r":1: field 'dialogue_id' .* has no row in")
+    _error(write_release(tmp_path / "f", pool + pool[:1], labels), r":7: field 'dialogue_id' .* repeats")
+    _error(
+        write_release(tmp_path / "g", pool, labels + labels[:1]),
+        r"labels\.jsonl:7: field 'dialogue_id' .* repeats",
+    )
     unmarked = [pool[0] | {"methods": {**pool[0]["methods"], "full_context": "no turns"}}] + pool[1:]
     _error(write_release(tmp_path / "d", unmarked, labels), r":1: field 'methods.full_context': no \[Tn\]")
     (tmp_path / "e").mkdir()

@@ -141,7 +141,11 @@ def load(root: str, corpus: str) -> Release:
     )
     pool: list[PoolRow] = []
     methods: list[str] | None = None
+    seen: set[str] = set()
     for number, row in _rows(pool_path, _POOL_FIELDS):
+        if row["dialogue_id"] in seen:  # one source question per dialogue: an id is a source id
+            raise ConfigError(f"{pool_path}:{number}: field 'dialogue_id' {row['dialogue_id']!r} repeats")
+        seen.add(row["dialogue_id"])
         saved = row["methods"]
         bad = next((k for k, v in saved.items() if not isinstance(v, str)), None)
         if bad is not None:
