@@ -31,11 +31,22 @@ def digest(payload: Any, length: int = 16) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
+#: ``dataclasses.field(metadata=WHEN_SET)``: a field added to a plugin after stores exist, left out of
+#: the identity while it holds its default, so the cells that never set it keep their ids and controls
+WHEN_SET = {"identity": "when_set"}
+
+
 def fields_of(obj: Any) -> dict[str, Any]:
-    """A plugin dataclass's configured fields (private ``_name`` fields are state, not config)."""
+    """A plugin dataclass's configured fields (private ``_name`` fields are state, not config; a
+    ``WHEN_SET`` field only when it differs from its default)."""
     if obj is None:
         return {}
-    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if not f.name.startswith("_")}
+    return {
+        f.name: getattr(obj, f.name)
+        for f in dataclasses.fields(obj)
+        if not f.name.startswith("_")
+        and not (f.metadata.get("identity") == "when_set" and getattr(obj, f.name) == f.default)
+    }
 
 
 @dataclass(frozen=True)

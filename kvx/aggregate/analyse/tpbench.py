@@ -5,8 +5,9 @@ answer details (dialogue id, whether the reference survived compression, whether
 was kept), which :func:`kvx.aggregate.read.rows.project` flattens into ``comp_m.*``/``comp_d.*`` and
 ``full_m.*``/``full_d.*``, so these tables regenerate from a record directory without the task.
 
-A *method* is a turn selector (``recency``), a turn deletion (``delete:update``) or a KV press
-(``snapkv``). Its *budget* is the turn fraction kept (``turns 0.3``) or the cache fraction kept
+A *method* is a turn selector (``recency``), a turn deletion (``delete:update``), a KV press
+(``snapkv``) or a saved context of the public release (``saved:recency``, budget ``turns 0.3``: the
+pool's 30% of turns). Its *budget* is the turn fraction kept (``turns 0.3``) or the cache fraction kept
 (``cache 0.3`` = 1 - the kvpress ratio): different physical units (TPBench §5), so they are never
 merged and a method is only ranked against methods of the same budget. *Full context* is a method
 of its own, built once per source (split x source id) from the uncompressed control answers.
@@ -15,6 +16,7 @@ of its own, built once per source (split x source id) from the uncompressed cont
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -66,7 +68,12 @@ TOKENS = ("n_context_tokens", "n_question_tokens", "retained_token_share")
 RETAINED = {"P1": "reference_retained", "P2": "answer_retained", "P3": "answer_retained"}
 #: cell fields already named by the method or its budget, never repeated as a method variant
 _NAMED = frozenset({"transform", "transform.selector", "transform.fraction", "transform.which"})
-_FAMILY_ORDER = {"full": 0, "turns": 1, "kv": 2, "deletion": 4}
+_FAMILY_ORDER = {"full": 0, "turns": 1, "saved": 1, "kv": 2, "deletion": 4}
+#: the release's saved contexts that read turn positions only (``data/construction/*_r30.jsonl``)
+SAVED_POSITIONAL = frozenset({"recency", "random_seed42", "first_n", "uniform_stride"})
+SAVED_FULL = "full_context"
+#: the saved method in a task label (``tpbench_p2[saved_context=recency]``): the method column names it
+_SAVED_LABEL = re.compile(r"saved_context=[^,\]]*(?:, )?")
 _HEADLINE = ("strict", "loose")
 NAN = math.nan
 
@@ -78,10 +85,18 @@ def _fmt(value: float) -> str:
     return "?" if not math.isfinite(value) else f"{round(value, 6):g}"
 
 
-def _identity(cell: pd.Series, suffix: str) -> tuple[str, str, str] | None:
+def _identity(
+    cell: pd.Series, suffix: str, saved: tuple[str, float] | None = None
+) -> tuple[str, str, str] | None:
     """(method, family, budget) of a cell; None for one that compresses nothing (press none with
-    no transform: its answers are the full-context control's)."""
+    no transform: its answers are the full-context control's). ``saved``: the release's saved context
+    the cell's task replays (method, its turn fraction): ``saved:<method>`` at ``turns <fraction>``;
+    its ``full_context`` alone is the full-context condition itself."""
     methods, families, budgets = [], [], []
+    if saved is not None:
+        methods.append(f"saved:{saved[0]}")
+        families.append("saved")
+        budgets.append(f"turns {_fmt(saved[1])}")
     transform = str(cell["transform"])
     if transform.startswith("turns:") and transform != "turns:none":
         methods.append(transform.removeprefix("turns:"))
@@ -102,7 +117,27 @@ def _identity(cell: pd.Series, suffix: str) -> tuple[str, str, str] | None:
         budgets.append(f"cache {_fmt(1.0 - ratio)}" if math.isfinite(ratio) else f"setting {cell['setting']}")
     if not methods:
         return None
+    if methods == [f"saved:{SAVED_FULL}"]:
+        return FULL, "full", FULL_BUDGET
     return "+".join(methods) + suffix, "+".join(families), ", ".join(budgets) or "-"
+
+
+def _without_saved(label: str) -> str:
+    return _SAVED_LABEL.sub("", label).replace(", ]", "]").replace("[]", "")
+
+
+def _saved(tp: pd.DataFrame) -> dict[Any, tuple[str, float]]:
+    """Cell id -> (saved method, turn fraction) for the cells whose task replays a saved context of
+    the release (their answers' ``saved_context`` detail, on the compressed or the control answer)."""
+    out: dict[Any, tuple[str, float]] = {}
+    for side in ("comp_d.", "full_d."):
+        if f"{side}saved_context" not in tp:
+            continue
+        named = tp[tp[f"{side}saved_context"].map(lambda v: isinstance(v, str) and v != "")]
+        ratio = named.get(f"{side}saved_ratio", pd.Series(NAN, index=named.index)).astype(float)
+        for cid, method, fraction in zip(named["cell_id"], named[f"{side}saved_context"], ratio):
+            out.setdefault(cid, (str(method), float(fraction)))
+    return out
 
 
 def _variants(cells: Mapping[str, Mapping[str, Any]] | None, ids: list[str]) -> dict[str, str]:
@@ -136,10 +171,15 @@ def tpbench_rows(rows: pd.DataFrame, cells: Mapping[str, Mapping[str, Any]] | No
     tp = rows[probe.notna()].assign(probe=probe[probe.notna()])
     if tp.empty:
         return pd.DataFrame()
+    # saved contexts are methods of one task: ranked and compared together, not split by task label
+    tp = tp.assign(task=tp["task"].astype(str).map(_without_saved))
     base = ["probe", "corpus", "task", "reader", "seed", "source_id", "split", "status"]
     firsts = tp.drop_duplicates("cell_id").set_index("cell_id")
     suffix = _variants(cells, list(firsts.index))
-    identity = {cid: _identity(cell, suffix.get(str(cid), "")) for cid, cell in firsts.iterrows()}
+    saved = _saved(tp)
+    identity = {
+        cid: _identity(cell, suffix.get(str(cid), ""), saved.get(cid)) for cid, cell in firsts.iterrows()
+    }
     labels = tp["cell_id"].map(lambda cid: identity[cid] or (None, None, None))
     comp = tp[labels.map(lambda t: t[0] is not None)]
     labels = labels[comp.index]
@@ -157,6 +197,10 @@ def tpbench_rows(rows: pd.DataFrame, cells: Mapping[str, Mapping[str, Any]] | No
         axis=1,
     )
     has_full = tp["full_m.strict"].notna() if "full_m.strict" in tp else pd.Series(False, index=tp.index)
+    # a saved-context cell's FullCache control reads the saved text itself: never full context (that
+    # is its saved:full_context cell, above), so its records build no full-context row
+    tp = tp[~tp["cell_id"].isin(list(saved))]
+    has_full = has_full[tp.index]
     group = tp["split"].fillna("").astype(str)  # the control group; records without one: task x reader x seed
     tp = tp.assign(
         _control=group.where(group != "", tp["task"] + "|" + tp["reader"] + "|" + tp["seed"].astype(str))
@@ -338,6 +382,8 @@ def _kind(method: str, family: str) -> str:
     """What a method reads, for Figure 2's line styles: turn positions, turn content, or the cache."""
     if family == "turns":
         return "position" if method.split("[", 1)[0] in POSITIONAL else "content"
+    if family == "saved":
+        return "position" if method.removeprefix("saved:").split("[", 1)[0] in SAVED_POSITIONAL else "content"
     return {"kv": "cache"}.get(family, family)
 
 

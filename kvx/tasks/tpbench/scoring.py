@@ -93,3 +93,12 @@ def retention(meta: dict[str, Any], kept: set[str], utterances: dict[str, str]) 
         "update_kept": meta["update_turn"] in kept,
         "answer_turns_kept": sum(t in kept for t in meta["answer_turns"]),
     }
+
+
+def text_retention(meta: dict[str, Any], context: str) -> dict[str, Any]:
+    """``retention`` for a context without turn ids (a saved plain-text compression): whether the P1
+    reference sentence or the P2/P3 value is still stated in it at phrase boundaries. Which turns
+    it kept is unknown, so ``update_kept`` and ``answer_turns_kept`` are left out, never guessed."""
+    if meta["probe"] == "p1":
+        return {"reference_retained": text.value_in(meta["goal"], context, meta["corpus"])}
+    return {"answer_retained": text.value_in(meta["value"], context, meta["corpus"])}

@@ -4,7 +4,9 @@ A source is one probe example: the dialogue as ``[Tn] USER/SYSTEM`` turns (one s
 after a ``Context:`` header segment), the Appendix A system prompt and question, and metadata the
 scorers, turn selectors and deletion transforms read (update turn, answer-bearing turns, matched
 deletion controls). ``seed`` draws the probe set (the paper's 42, 43, 44) and ``n_sources`` is the
-draw (the paper's 200); P2 keeps whatever survives its filters.
+draw (the paper's 200); P2 keeps whatever survives its filters. ``probe_set=release`` reads the
+public release's probes instead (``kvx.tasks.tpbench.release``) and ``saved_context`` replays one of
+its saved compressed contexts as the source's context.
 """
 
 from __future__ import annotations
@@ -12,20 +14,23 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from kvx.core.errors import ConfigError
+from kvx.core.identity import WHEN_SET
 from kvx.core.source import SPEAKERS, Segment, Source
 from kvx.tasks import dialogue_corpora, dialogue_synthetic
 from kvx.tasks.base import CountTokens, Score, Task
 from kvx.tasks.dialogue_corpora import Dialogue
-from kvx.tasks.tpbench import prompts, scoring, text
+from kvx.tasks.tpbench import prompts, release, scoring, text
 from kvx.tasks.tpbench.probes import Counts, Example, build
 from kvx.tasks.tpbench.reply import Reply, parse_reply
 
 CORPORA = ("synthetic", "sgd", "multiwoz21")
+#: ``build``: kvx's construction from corpus files; ``release``: the public release's probes
+PROBE_SETS = ("build", "release")
 
 
 @functools.lru_cache(maxsize=4)
@@ -36,12 +41,28 @@ def dialogues(corpus: str, path: str | None, synthetic_dialogues: int) -> tuple[
     return tuple(dialogue_corpora.load_corpus(corpus, str(path or "")))
 
 
-def to_source(example: Example, corpus: str, probe_set: str) -> Source:
+def to_source(
+    example: Example,
+    corpus: str,
+    probe_set: str,
+    slot: str | None = None,
+    context: list[Segment] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Source:
+    """The source of one example. ``slot``: the slot's phrase in the question (default its name made
+    readable); ``context``: the segments after the header (default the dialogue's turns); ``extra``:
+    more metadata (the release id, the saved context read)."""
     turns = example.dialogue.turns
-    segments = [Segment("header", prompts.HEADER)] + [
-        Segment(f"T{i}", f"[T{i}] {t.speaker.upper()}: {t.text}", role=t.speaker) for i, t in enumerate(turns)
-    ]
-    slot = text.slot_phrase(example.slot) if example.slot else ""
+    segments = [Segment("header", prompts.HEADER)] + (
+        context
+        if context is not None
+        else [
+            Segment(f"T{i}", f"[T{i}] {t.speaker.upper()}: {t.text}", role=t.speaker)
+            for i, t in enumerate(turns)
+        ]
+    )
+    if slot is None:
+        slot = text.slot_phrase(example.slot) if example.slot else ""
     if example.probe == "p1":
         question, answers = prompts.p1(), [example.goal]
     elif example.probe == "p2":
@@ -57,6 +78,7 @@ def to_source(example: Example, corpus: str, probe_set: str) -> Source:
         "probe_set_sha256": probe_set,
         "goal": example.goal,
         "utterances": {f"T{i}": t.text for i, t in enumerate(turns)},
+        **(extra or {}),
     }
     if example.probe != "p1":
         meta.update(
@@ -90,18 +112,34 @@ def to_source(example: Example, corpus: str, probe_set: str) -> Source:
 class _TPBench(Task):
     """Fields: ``corpus`` (synthetic, sgd, multiwoz21), ``path`` (the official files: a .json or
     .json.gz file, a folder or a zip), ``synthetic_dialogues`` (size of the generated corpus),
-    ``first_fills`` (count a slot's first value as an update, not only revisions)."""
+    ``first_fills`` (count a slot's first value as an update, not only revisions), ``probe_set``
+    (``build``: kvx's construction; ``release``: the public release's probes from ``release_path``, a
+    clone of github.com/kentech-sail/TPBench), ``saved_context`` (with ``release``: the method whose
+    saved compressed context the reader gets, e.g. ``recency``; None: the whole dialogue)."""
 
     corpus: str = "synthetic"
     path: str | None = None
     synthetic_dialogues: int = 400
     first_fills: bool = False
+    probe_set: str = field(default="build", metadata=WHEN_SET)
+    release_path: str | None = field(default=None, metadata=WHEN_SET)
+    saved_context: str | None = field(default=None, metadata=WHEN_SET)
 
     probe: ClassVar[str]
     scorer_version: ClassVar[str] = "tpbench-2"
     max_new_tokens: ClassVar[int] = 96  # Appendix A: P1/P2 96 output tokens, P3 128
 
     def validate(self) -> None:
+        if self.probe_set not in PROBE_SETS:
+            raise ConfigError(f"task.probe_set={self.probe_set!r} is not one of {list(PROBE_SETS)}")
+        if self.probe_set == "release":
+            self._validate_release()
+            return
+        for key in ("release_path", "saved_context"):
+            if getattr(self, key) is not None:
+                raise ConfigError(
+                    f"task.{key} is set but task.probe_set=build: it needs task.probe_set=release"
+                )
         if self.corpus not in CORPORA:
             raise ConfigError(f"task.corpus={self.corpus!r} is not one of {list(CORPORA)}")
         if self.corpus == "synthetic":
@@ -114,24 +152,96 @@ class _TPBench(Task):
         if not Path(self.path).exists():
             raise ConfigError(f"task.path={self.path!r}: no such file or folder (public data: {where})")
 
-    def probe_set(self, n: int, seed: int) -> tuple[list[Example], Counts]:
+    def _validate_release(self) -> None:
+        """The release's files read and checked row by row, and the saved method named, before any
+        model loads."""
+        if self.corpus not in release.DATASETS:
+            raise ConfigError(
+                f"task.corpus={self.corpus!r} has no release probe set: one of {sorted(release.DATASETS)}"
+            )
+        if self.path is not None:
+            raise ConfigError(
+                "task.path is not read with task.probe_set=release (the dialogues are the release's)"
+            )
+        if not self.release_path:
+            raise ConfigError("task.release_path is not set: give a clone of github.com/kentech-sail/TPBench")
+        if not Path(self.release_path).is_dir():
+            raise ConfigError(f"task.release_path={self.release_path!r}: no such folder")
+        loaded = release.load(str(self.release_path), self.corpus)
+        if self.saved_context is not None:
+            release.check_method(loaded, self.saved_context)
+
+    def examples(self, n: int, seed: int) -> tuple[list[Example], Counts]:
+        """The probe set of one seed and the counts of its construction rules."""
+        if self.probe_set == "release":
+            pairs, counts = release.probe_set(str(self.release_path), self.probe, self.corpus, n, seed)
+            return [e for e, _ in pairs], counts
         args = (self.probe, self.corpus, self.path, self.synthetic_dialogues, self.first_fills)
         return _probe_set(*args, n, seed)
 
     def sources(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> list[Source]:
-        examples, _ = self.probe_set(n, seed)
+        if self.probe_set == "release":
+            return self._release_sources(n, seed)
+        examples, _ = self.examples(n, seed)
         digest = probe_set_digest(examples)
         return [to_source(e, self.corpus, digest) for e in examples]
 
+    def _release_sources(self, n: int, seed: int) -> list[Source]:
+        """The release's probes; with ``saved_context`` each context is that method's saved text,
+        recorded with its sha256 and the pool file's."""
+        loaded = release.load(str(self.release_path), self.corpus)
+        pairs, _ = release.probe_set(str(self.release_path), self.probe, self.corpus, n, seed)
+        digest = probe_set_digest([e for e, _ in pairs])
+        out = []
+        for example, row in pairs:
+            extra: dict[str, Any] = {
+                "release_id": row.dialogue_id,
+                "release_file": loaded.pool_path,
+                "release_sha256": loaded.pool_sha256,
+            }
+            context = None
+            if self.saved_context is not None:
+                saved = row.methods[self.saved_context]
+                context, marked = release.saved_segments(saved)
+                extra["saved_context"] = {
+                    "method": self.saved_context,
+                    "file": loaded.pool_path,
+                    "line": row.line,
+                    "sha256": hashlib.sha256(saved.encode()).hexdigest(),
+                    "pool_sha256": loaded.pool_sha256,
+                    "turn_marked": marked,
+                    "ratio": 1.0 if self.saved_context == release.FULL else release.RATIO,
+                }
+            slot = loaded.labels[row.dialogue_id]["slot_human"] if self.probe != "p1" else ""
+            out.append(to_source(example, self.corpus, digest, slot=slot, context=context, extra=extra))
+        return out
+
     def manifest(self, n: int, seed: int) -> dict[str, Any]:
         """What a run's split is made of: the corpus files, the construction counts, the set's hash."""
-        examples, counts = self.probe_set(n, seed)
+        if self.probe_set == "release":
+            return self._release_manifest(n, seed)
+        examples, counts = self.examples(n, seed)
         corpus = dialogues(self.corpus, self.path, self.synthetic_dialogues)
         return {
             "probe": self.probe,
             "corpus": self.corpus,
             "files": sorted({d.origin for d in corpus}),
             "dialogues": len(corpus),
+            "seed": seed,
+            "counts": counts,
+            "examples": len(examples),
+            "probe_set_sha256": probe_set_digest(examples),
+        }
+
+    def _release_manifest(self, n: int, seed: int) -> dict[str, Any]:
+        loaded = release.load(str(self.release_path), self.corpus)
+        examples, counts = self.examples(n, seed)
+        return {
+            "probe": self.probe,
+            "corpus": self.corpus,
+            "probe_set": "release",
+            "files": {loaded.pool_path: loaded.pool_sha256, loaded.labels_path: loaded.labels_sha256},
+            "saved_context": self.saved_context,
             "seed": seed,
             "counts": counts,
             "examples": len(examples),
@@ -155,14 +265,30 @@ class _TPBench(Task):
         lenient = metrics if reply.parsed else self._score(raw, meta)
         metrics.update(lenient_strict=lenient["strict"], lenient_loose=lenient["loose"])
         kept = {s.id for s in source.parts() if s.role in SPEAKERS}
+        saved = meta.get("saved_context")
+        plain = saved is not None and not saved["turn_marked"]
         details = {
             "value": reply.value,
             "dialogue_id": meta["dialogue_id"],
             "probe_set_sha256": meta["probe_set_sha256"],
             "turns_kept": len(kept),
             "turns_total": len(meta["utterances"]),
-            **scoring.retention(meta, kept, meta["utterances"]),
+            # a plain-text saved context has no turn ids: what it holds is judged on its text
+            **(
+                scoring.text_retention(meta, source.context)
+                if plain
+                else scoring.retention(meta, kept, meta["utterances"])
+            ),
         }
+        if "release_id" in meta:
+            details["release_id"] = meta["release_id"]
+        if saved is not None:
+            details.update(
+                saved_context=saved["method"],
+                saved_ratio=saved["ratio"],
+                saved_file=saved["file"],
+                saved_sha256=saved["sha256"],
+            )
         if self.probe != "p1":
             details.update(
                 update_turn=meta["update_turn"],
