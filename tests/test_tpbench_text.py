@@ -21,6 +21,7 @@ from kvx.tasks.tpbench.scoring import score_p1, score_p2, score_p3
         ("915", "sgd", "09:15"),
         ("2599", "sgd", "2599"),  # 25:99 is no time
         ("Guesthouse", "multiwoz21", "guest house"),
+        ("Guesthouse", "multiwoz22", "guest house"),  # the release's MultiWOZ 2.2 answers, imported
         ("Guesthouse", "sgd", "guesthouse"),  # aliases are MultiWOZ's
         ("the Centre!", "multiwoz21", "the center"),
         ("Atlanta, GA", "sgd", "atlanta ga"),

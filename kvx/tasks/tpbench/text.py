@@ -78,11 +78,12 @@ def _times(text: str) -> str:
 @functools.lru_cache(maxsize=2**16)
 def normalize(text: str | None, corpus: str = "sgd") -> str:
     """NFKC, lowercase, MultiWOZ aliases, times to HH:MM, punctuation other than ``: / -`` to
-    spaces, whitespace collapsed: ``"12 pm"`` and ``"12:00"`` are one value."""
+    spaces, whitespace collapsed: ``"12 pm"`` and ``"12:00"`` are one value. Every MultiWOZ version
+    (``multiwoz21`` read here, ``multiwoz22`` in the release's imported answers) shares the aliases."""
     if not text:
         return ""
     out = unicodedata.normalize("NFKC", str(text)).lower().strip()
-    if corpus == "multiwoz21":
+    if corpus.startswith("multiwoz"):
         for pattern, target in _ALIAS_RES:
             out = pattern.sub(target, out)
     out = _PUNCT.sub(" ", _times(out))
