@@ -158,6 +158,10 @@ def make_release(root: Path) -> Path:
     }
     (root / "results/main/sgd_r30_s42_p3_aggregate.json").write_text(json.dumps({"sgd": aggregate}))
     (root / "results/main/seed_summary.json").write_text("{}")
+    labels = [  # the slot and values a scored row does not repeat, for P alone
+        {"dialogue_id": P, "slot": "Buses_1.leaving_time", "old_value": "12 pm", "new_value": GOLD[P]}
+    ]
+    _jsonl(root / "results/diagnostics/update_evidence/sgd_goal_labels.jsonl", labels)
     return root
 
 
@@ -444,3 +448,18 @@ def test_a_seedless_file_matching_no_probe_set(release: Path, tmp_path: Path) ->
     validate(record)
     counts = json.loads((out / "import_manifest.json").read_text())["counts"]
     assert counts["full_context_rows_without_seed"] == 1 and counts["controls"] == 3 + 2 + 3
+
+
+def test_labels_give_the_slot_and_values_and_the_evidence_location(imported: tuple[Path, int]) -> None:
+    """The paper tables (slot type, alias exclusion, evidence location) read these answer details:
+    joined from the release's labels where it has a row for the probe, otherwise absent (unknown)."""
+    records = _records(imported[0])
+    answer = _by(records, P, "recency")["compressed"]["details"]
+    assert (answer["slot"], answer["old_value"], answer["current_value"]) == (
+        "Buses_1.leaving_time",
+        "12 pm",
+        "12:45 pm",
+    )
+    assert answer["update_states_value"] is True  # origin 20 is among the evidence turns [20, 21]
+    assert answer["evidence_turns"] == 2
+    assert "slot" not in _by(records, R, "recency")["compressed"]["details"]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import json
 import os
 import re
@@ -269,11 +270,29 @@ class Row:
     error: str  # the reader error ("" when none)
 
 
+@functools.lru_cache(maxsize=4)
+def labels_of(path: Path) -> dict[str, dict[str, Any]]:
+    """The release's per-probe labels (``<dataset>_goal_labels.jsonl``) by probe id: the slot, old and
+    new value the scored files do not repeat. Empty when the folder has no labels file."""
+    if not path.is_file():
+        return {}
+    return {row["dialogue_id"]: row for _, row in rows_of(path) if isinstance(row.get("dialogue_id"), str)}
+
+
 def read_file(scored: ScoredFile) -> list[Row]:
-    """Every row of a scored file, each field the import needs checked (file, line and field named)."""
+    """Every row of a scored file, each field the import needs checked (file, line and field named);
+    the probe's slot and values joined from the release's labels where the folder has them."""
     strict, loose, _ = SCORES[scored.task]
+    dataset = "sgd" if scored.dataset == "sgd" else "multiwoz"
+    labels = labels_of(
+        scored.path.parents[1] / "diagnostics" / "update_evidence" / f"{dataset}_goal_labels.jsonl"
+    )
     out, seen = [], {}
     for lineno, row in rows_of(scored.path):
+        label = labels.get(str(row.get("dialogue_id")), {})
+        for name in ("slot", "old_value", "new_value"):
+            if name not in row and isinstance(label.get(name), str):
+                row[name] = label[name]
         where = f"{scored.path}:{lineno}"
         probe = row.get("dialogue_id")
         if not isinstance(probe, str) or not probe:
@@ -359,6 +378,12 @@ def answer_of(row: Row, task: str, full: bool) -> Answer:
             details["update_position"] = origin / max(1, turns - 1)
     if isinstance(meta.get("s_evidence"), list):
         details["answer_turns"] = [f"T{i}" for i in meta["s_evidence"]]
+        if isinstance(origin, int):  # the paper tables' evidence location (who stated it stays unknown)
+            details["update_states_value"] = origin in meta["s_evidence"]
+            details["evidence_turns"] = len({origin, *meta["s_evidence"]})
+    for name, key in (("slot", "slot"), ("old_value", "old_value"), ("current_value", "new_value")):
+        if isinstance(raw.get(key), str):
+            details[name] = raw[key]
     value = raw.get("pred_value")
     output = value if isinstance(value, str) else ("" if value is None else json.dumps(value))
     normalized = _text(raw.get("norm_pred")) if task == "tpbench_p2" and value is not None else None
