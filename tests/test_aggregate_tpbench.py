@@ -430,21 +430,22 @@ def test_rank_change_figure(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_aggregate_of_a_tiny_tpbench_run(tmp_path: Path) -> None:
-    """Records of a real (tiny, random) reader through ``python -m kvx`` into ``python -m kvx.aggregate``."""
-    common = ["reader=tiny", "n_sources=3", "max_new_tokens=4", "progress=false"]
+    """Records of a real (tiny, random) reader through the paper's presets (``python -m kvx
+    +experiment=tpbench/...``) into ``python -m kvx.aggregate``: every TPBench table is in the report."""
+    common = ["reader=tiny", "n_sources=3", "max_new_tokens=4", "progress=false", "task.corpus=synthetic"]
     runs = [
         [
-            "task=tpbench_p1,tpbench_p2",
+            "+experiment=tpbench/main",
+            "task=tpbench_p1,tpbench_p2,tpbench_p3",
             "task.synthetic_dialogues=60",  # a field of a swept group
             "turn_selector=recency,uniform_stride",
-            "turn_fraction=0.3",
-            "press=none",
+            "seed=42",
         ],
-        ["task=tpbench_p2", "transform=delete_turns", "transform.which=update,update_control", "press=none"],
-        ["task=tpbench_p3", "press=snapkv", "ratio=0.7", "diagnostics=[]"],
+        ["+experiment=tpbench/deletion", "transform.which=update,update_control", "seed=42"],
+        ["+experiment=tpbench/kv", "task=tpbench_p3", "press=snapkv"],  # seed 42, keeping 30% of the cache
     ]
     for args in runs:
-        run_kvx(tmp_path, *args, *common)
+        run_kvx(tmp_path, *common, *args)
     out = tmp_path / "agg"
     uri = f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}"
     args = ["--tracking-uri", uri, "--out", str(out), "--no-log", "--quiet", "--boot", "50", "--splits", "50"]
@@ -462,3 +463,11 @@ def test_aggregate_of_a_tiny_tpbench_run(tmp_path: Path) -> None:
     assert list(out.glob("tpbench_rank_change_*.png")) and (out / "tpbench.md").exists()
     p3 = pd.read_csv(out / "tpbench_p3.csv")
     assert set(p3.loc[p3["method"] == "snapkv", "budget"]) == {"cache 0.3"}
+    report = (out / "report.html").read_text(encoding="utf-8")
+    paper = [
+        "tpbench_p1_seeds", "tpbench_slot_types", "tpbench_p3_alias_excluded", "tpbench_p3_parsed",
+        "tpbench_evidence", "tpbench_kv_vs_selectors", "tpbench_crossover", "tpbench_gap", "tpbench_tokens",
+    ]  # fmt: skip
+    for name in paper:
+        assert (out / f"{name}.csv").exists(), name
+        assert name in report, name

@@ -63,6 +63,11 @@ def test_the_command_line_wins_over_the_preset(tmp_path: Path) -> None:
     assert "task=tpbench_p1,tpbench_p2" in argv  # not given on the command line: the preset's
 
 
+def test_a_flag_that_excludes_a_multirun_keeps_the_command_single(tmp_path: Path) -> None:
+    root = _write(tmp_path, "study/main", PRESET)
+    assert "--multirun" not in presets.expand(["+experiment=study/main", "--cfg", "job"], root)
+
+
 def test_an_unknown_preset_names_the_presets_there_are(tmp_path: Path) -> None:
     root = _write(tmp_path, "study/main", PRESET)
     unknown = r"'study/mian' is not a preset .*study/main.*did you mean 'study/main'"

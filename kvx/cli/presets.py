@@ -21,8 +21,10 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from kvx.core.errors import ConfigError
 
 GROUP = "experiment"
-#: Hydra's flags that turn a command into a multirun
+#: Hydra's flags that turn a command into a multirun, and those that exclude it (they run no job, or
+#: one: a preset's sweep is then refused by Hydra as any typed sweep is)
 MULTIRUN_FLAGS = ("-m", "--multirun")
+SINGLE_FLAGS = ("-c", "--cfg", "-i", "--info", "-r", "--run", "-sc", "--shell-completion")
 
 
 def names(config_dir: str) -> list[str]:
@@ -45,7 +47,11 @@ def expand(argv: Sequence[str], config_dir: str) -> list[str]:
         overrides, sweep = overrides_of(preset)
         out += [o for o in overrides if _key(o) not in given]
         multirun |= sweep
-    if multirun and not any(a in MULTIRUN_FLAGS for a in out) and "hydra.mode=MULTIRUN" not in out:
+    if (
+        multirun
+        and not any(a in (*MULTIRUN_FLAGS, *SINGLE_FLAGS) for a in out)
+        and "hydra.mode=MULTIRUN" not in out
+    ):
         out.insert(0, "--multirun")
     return out
 
