@@ -42,6 +42,9 @@ class Turn:
     #: user turns: the cumulative dialogue state after this turn (slot -> annotated values); None on
     #: system turns, and on user turns the corpus leaves unannotated
     state: State | None = None
+    #: SGD user turns: the services whose frames this turn has, in frame order (TPBench's update rule
+    #: reads a slot name's value from the last of them that has it); () elsewhere
+    services: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -102,16 +105,17 @@ def _sgd(origin: str, document: Any) -> Iterator[Dialogue]:
         turns = []
         for turn in dialogue["turns"]:
             speaker = str(turn["speaker"]).lower()
-            state = None
+            state, here = None, []
             if speaker == "user":
                 for frame in turn.get("frames", []):
                     values = (frame.get("state") or {}).get("slot_values")
                     if values is not None:
                         services[frame["service"]] = {slot: tuple(v) for slot, v in values.items()}
+                        here.append(frame["service"])
                 state = {
                     f"{service}.{slot}": v for service, slots in services.items() for slot, v in slots.items()
                 }
-            turns.append(Turn(speaker, str(turn["utterance"]), state))
+            turns.append(Turn(speaker, str(turn["utterance"]), state, tuple(here)))
         yield Dialogue(str(dialogue["dialogue_id"]), tuple(turns), origin)
 
 

@@ -1,7 +1,9 @@
-"""``python -m kvx.tasks.tpbench counts``: how many examples each construction rule keeps, per
-corpus, probe and seed, and which files the corpus had — before any model is loaded.
+"""``python -m kvx.tasks.tpbench``: how many examples each construction rule keeps, per corpus,
+probe and seed, and which files the corpus had — before any model is loaded; ``--pool-out`` also
+writes every P2 candidate with each rule's verdict, one JSON line each (docs/tpbench.md).
 
-    python -m kvx.tasks.tpbench --corpus sgd --path ../shared/data/sgd/test --seeds 42 43 44
+    python -m kvx.tasks.tpbench --corpus sgd --path dstc8-schema-guided-dialogue/train --seeds 42 43 44
+    python -m kvx.tasks.tpbench --corpus sgd --path dstc8-schema-guided-dialogue/train --pool-out pool.jsonl
 """
 
 from __future__ import annotations
@@ -9,9 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from kvx.core.errors import ConfigError
-from kvx.tasks.tpbench.task import CORPORA, CurrentValue, GoalAndLateUpdate, InitialGoal
+from kvx.tasks.tpbench.probes import candidates
+from kvx.tasks.tpbench.task import CORPORA, CurrentValue, GoalAndLateUpdate, InitialGoal, dialogues
 
 PROBES = {"p1": InitialGoal, "p2": CurrentValue, "p3": GoalAndLateUpdate}
 
@@ -25,13 +29,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=200, help="source questions drawn per seed")
     parser.add_argument("--first-fills", action="store_true", help="count first fills as updates (P2/P3)")
     parser.add_argument("--json", action="store_true", help="one JSON manifest per line instead of a table")
+    parser.add_argument("--pool-out", default=None, help="write every P2 candidate here (JSON lines)")
     args = parser.parse_args(argv)
     rows = []
     try:
+        if args.pool_out and not Path(args.pool_out).resolve().parent.is_dir():
+            raise ConfigError(f"--pool-out={args.pool_out!r}: its folder does not exist")
         for probe in args.probes:
             task = PROBES[probe](corpus=args.corpus, path=args.path, first_fills=args.first_fills)
             task.validate()
             rows += [task.manifest(args.n, seed) for seed in args.seeds]
+        if args.pool_out:
+            corpus = dialogues(args.corpus, args.path, task.synthetic_dialogues)
+            _write_pool(args.pool_out, candidates(corpus, args.corpus, args.first_fills))
     except ConfigError as exc:
         print(f"kvx: {exc}", file=sys.stderr)
         return 2
@@ -49,6 +59,16 @@ def main(argv: list[str] | None = None) -> int:
         cells = " | ".join(str(r["counts"].get(k, "")) for k in keys)
         print(f"| {r['probe']} | {r['seed']} | {cells} | {r['examples']} |")
     return 0
+
+
+def _write_pool(path: str, rows: list[dict]) -> None:
+    """The P2 candidates as JSON lines, so they can be diffed against the release's labels."""
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    except OSError as exc:
+        raise ConfigError(f"--pool-out={path!r}: cannot write it ({exc.strerror})") from exc
+    print(f"wrote {len(rows)} P2 candidates to {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

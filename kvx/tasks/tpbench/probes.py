@@ -2,13 +2,21 @@
 
 - P1 (initial goal): one example per sampled dialogue; the reference is the first sentence of the
   first user turn.
-- P2 (current value): the source pool is every slot update at a user turn (adjacent annotated
-  states compared; a slot whose annotated value changes from one value to another — first fills
-  of an empty slot only with ``first_fills``, since a first fill is no turning point). Each seed draws
-  ``n`` source questions, then keeps those that are the slot's final update, are not alias pairs,
-  and whose normalized value occurs in the dialogue text — a set keeps whatever survives.
-- P3 (initial goal and late update): final updates in dialogues of >= 10 turns whose update turn
-  is at index >= 6 and in the second half; no alias or occurrence filter; ``n`` drawn per seed.
+- P2 (current value): the source pool is every slot update at a user turn (``updates``: a slot's
+  value is the first form its annotation lists, so a value replaced by another is an update, and so
+  is a form put in front of the list — SGD's ``('Philly',)`` -> ``('Philadelphia', 'Philly')`` is an
+  update to "Philadelphia"; first fills of an empty slot only with ``first_fills``, since a first
+  fill is no turning point). Each seed shuffles the pool and
+  keeps the first ``n`` source questions, then those that are the slot's final update, are not alias
+  pairs, and whose normalized value occurs in the dialogue text — a set keeps whatever survives.
+- P3 (initial goal and late update): resolved final updates in dialogues of >= 10 turns whose update
+  turn is at index >= 6 and in the second half; no alias or occurrence filter; ``n`` sampled per
+  seed from the pool sorted by example id.
+
+These are the public release's rules (kentech-sail/TPBench: ``scripts/builders/build_probes.py``
+draws, ``results/diagnostics/update_evidence/sgd_goal_labels.jsonl`` and ``origin_summary.json``
+for updates, reference forms and origin status); ``candidates`` lists the P2 pool with every flag
+so it can be compared with the release's labels row by row.
 
 Every P2/P3 example carries its update turn, its answer-bearing turns (any turn stating the
 complete reference at phrase boundaries — the P2-loose matcher) and the matched deletion controls
@@ -24,19 +32,31 @@ import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from kvx.tasks.dialogue_corpora import Dialogue, State
+from kvx.tasks.dialogue_corpora import Dialogue, Turn
 from kvx.tasks.tpbench import text
+
+#: the release's ``origin_status``: the update's turn is where the change happened ("resolved"), or
+#: an unannotated user turn since the previous annotated state may hold it ("unresolved")
+RESOLVED, UNRESOLVED = "resolved", "unresolved"
 
 
 @dataclass(frozen=True)
 class Update:
-    """One slot whose annotated value changed at a user turn."""
+    """One slot whose annotated value list gained a form at a user turn."""
 
     dialogue: Dialogue
     slot: str
     turn: int
     old: tuple[str, ...]  # () for a first fill
     new: tuple[str, ...]
+    origin_status: str = RESOLVED
+
+    @property
+    def change(self) -> str:
+        """``first_fill``, ``replace`` (disjoint lists) or ``add_form`` (a form put in front of the list)."""
+        if not self.old:
+            return "first_fill"
+        return "add_form" if set(self.old) & set(self.new) else "replace"
 
 
 @dataclass(frozen=True)
@@ -76,38 +96,73 @@ def _goal(dialogue: Dialogue) -> str:
     return text.first_sentence(first)
 
 
-def _surface(values: tuple[str, ...], texts: list[str], corpus: str) -> str:
-    """The value form the dialogue states (SGD lists every surface form of a value)."""
-    return next((v for v in values if text.occurs_anywhere(v, texts, corpus)), values[0])
-
-
 def updates(dialogue: Dialogue, first_fills: bool = False) -> list[Update]:
-    """Every slot whose annotated value changes between adjacent annotated user-turn states (a value
-    replaced by a disjoint one; with ``first_fills``, also a slot set for the first time)."""
+    """Every slot whose annotated value changes between adjacent annotated user turns, as the release
+    decides it: a slot's value is the first form its annotation lists, so a value replaced by another
+    is an update, and so is a form put in front of the list (SGD's ``('Philly',)`` ->
+    ``('Philadelphia', 'Philly')`` is an update to "Philadelphia"), while a form appended behind the
+    value (``('San Fran',)`` -> ``('San Fran', 'San Francisco')``) is none. Slots are compared by name
+    across services (``slot_name``); in an SGD turn a name takes its value from the last of the turn's
+    frames that has it. With ``first_fills``, a slot set for the first time counts too."""
     out: list[Update] = []
-    before: State = {}
+    view: dict[str, tuple[str, tuple[str, ...]]] = {}  # slot name -> (state key, values)
+    gap = False  # a user turn without annotation since the previous annotated state
     for index, turn in enumerate(dialogue.turns):
-        if turn.speaker != "user" or turn.state is None:
+        if turn.speaker != "user":
             continue
-        for slot in sorted(turn.state):
-            new, old = turn.state[slot], before.get(slot, ())
-            if new and (old or first_fills) and not set(new) & set(old):
-                out.append(Update(dialogue, slot, index, old, new))
-        before = turn.state
+        if turn.state is None:
+            gap = True
+            continue
+        current = _view(turn, view)
+        for name in sorted(current):
+            key, new = current[name]
+            old = view.get(name, ("", ()))[1]
+            if new and (old[:1] != new[:1]) and (old or first_fills):
+                out.append(Update(dialogue, key, index, old, new, UNRESOLVED if gap else RESOLVED))
+        view, gap = current, False
     return out
 
 
+def _view(
+    turn: Turn, before: dict[str, tuple[str, tuple[str, ...]]]
+) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Slot name -> (state key, values) after a user turn. SGD: the previous view, then each of the
+    turn's frames in order (a later frame overrides an earlier one: the release's 69_00068 is
+    "adventure" -> "drama" at T12, not at T10 where both services' frames are listed); elsewhere the
+    turn's whole state."""
+    state = turn.state or {}
+    if not turn.services:
+        return {slot_name(k): (k, state[k]) for k in sorted(state)}
+    current = dict(before)
+    for service in turn.services:
+        for key in sorted(k for k in state if k.startswith(f"{service}.")):
+            current[slot_name(key)] = (key, state[key])
+    return current
+
+
+def slot_name(slot: str) -> str:
+    """A slot as the release keys it: SGD's ``Movies_1.genre`` and ``Media_1.genre`` are one slot,
+    ``genre``, so a value set in one service and changed in another is an update (the release's
+    ``funny`` -> ``action`` in SGD train 69_00013); MultiWOZ's ``domain-slot`` stays whole."""
+    return slot.split(".", 1)[1] if "." in slot else slot
+
+
 def _is_final(update: Update, by_slot: dict[tuple[str, str], int]) -> bool:
-    return by_slot[(update.dialogue.id, update.slot)] == update.turn
+    return by_slot[(update.dialogue.id, slot_name(update.slot))] == update.turn
+
+
+def forms(update: Update) -> tuple[str, str]:
+    """(old value, reference): the first form each annotated list names, as the release's labels have
+    them ("" for a first fill)."""
+    return update.old[0] if update.old else "", update.new[0]
 
 
 def _example(probe: str, update: Update, history: list[Update], corpus: str) -> Example:
     turns = update.dialogue.turns
-    texts = [t.text for t in turns]
-    value = _surface(update.new, texts, corpus)
-    old = _surface(update.old, texts, corpus) if update.old else ""
-    earlier = [u for u in history if u.slot == update.slot and u.turn <= update.turn and u.old]
-    previous = tuple(_surface(u.old, texts, corpus) for u in earlier)
+    old, value = forms(update)
+    name = slot_name(update.slot)
+    earlier = [u for u in history if slot_name(u.slot) == name and u.turn <= update.turn and u.old]
+    previous = tuple(u.old[0] for u in earlier)
     answers = tuple(i for i, t in enumerate(turns) if text.value_in(value, t.text, corpus))
     group = tuple(sorted({update.turn, *answers}))
     return Example(
@@ -153,8 +208,16 @@ def matched_control(
     return tuple(sorted(picked))
 
 
-def _draw(pool: list, n: int, seed: int) -> list:
-    """``n`` items drawn with the seed, kept in pool order (all of them when the pool is smaller)."""
+def _head(pool: list, n: int, seed: int) -> list:
+    """P1/P2's draw (the release's ``build_probes.py``): the pool shuffled with the seed, its first
+    ``n`` in shuffled order (all of them when the pool is smaller)."""
+    shuffled = list(pool)
+    random.Random(seed).shuffle(shuffled)
+    return shuffled[:n]
+
+
+def _sample(pool: list, n: int, seed: int) -> list:
+    """P3's draw (the release's): ``n`` items sampled with the seed, kept in pool order."""
     picked = sorted(random.Random(seed).sample(range(len(pool)), min(n, len(pool))))
     return [pool[i] for i in picked]
 
@@ -165,18 +228,18 @@ def build(
     """The probe set of one seed and the counts of every construction rule."""
     if probe == "p1":
         pool = [d for d in dialogues if _goal(d)]
-        drawn = _draw(pool, n, seed)
+        drawn = _head(pool, n, seed)
         return [Example("p1", d, _goal(d)) for d in drawn], {"pool": len(pool), "drawn": len(drawn)}
     events = [u for d in dialogues for u in updates(d, first_fills)]
     history: dict[str, list[Update]] = {}
     last: dict[tuple[str, str], int] = {}
     for u in events:
         history.setdefault(u.dialogue.id, []).append(u)
-        last[(u.dialogue.id, u.slot)] = u.turn
+        last[(u.dialogue.id, slot_name(u.slot))] = u.turn
     finals = [u for u in events if _is_final(u, last)]
     if probe == "p3":
-        pool = [u for u in finals if _late(u)]
-        drawn = _draw(pool, n, seed)
+        pool = sorted((u for u in finals if _late(u) and u.origin_status == RESOLVED), key=_id)
+        drawn = _sample(pool, n, seed)
         counts = {"pool": len(pool), "drawn": len(drawn)}
     elif probe == "p2":
         kept = [u for u in finals if not _alias(u, corpus)]
@@ -186,7 +249,7 @@ def build(
             "pool_not_alias": len(kept),
             "pool_occurs": sum(_occurs(u, corpus) for u in kept),
         }
-        drawn = _draw(events, n, seed)
+        drawn = _head(events, n, seed)
         counts["drawn"] = len(drawn)
         drawn = [u for u in drawn if _is_final(u, last)]
         counts["final_update"] = len(drawn)
@@ -208,12 +271,52 @@ def _late(u: Update) -> bool:
     return n >= 10 and u.turn >= 6 and u.turn / max(1, n - 1) >= 0.5
 
 
+def _id(u: Update) -> str:
+    """The example id an update gets (``Example.id``): P3 sorts its pool by it, as the release sorts
+    its question ids, so the draw does not depend on file order."""
+    return f"{u.dialogue.id}/{u.slot}@T{u.turn}"
+
+
 def _alias(u: Update, corpus: str) -> bool:
-    texts = [t.text for t in u.dialogue.turns]
-    old = _surface(u.old, texts, corpus) if u.old else ""
-    return text.alias_equivalent(old, _surface(u.new, texts, corpus), corpus)
+    return text.alias_equivalent(*forms(u), corpus)
 
 
 def _occurs(u: Update, corpus: str) -> bool:
-    texts = [t.text for t in u.dialogue.turns]
-    return text.occurs_anywhere(_surface(u.new, texts, corpus), texts, corpus)
+    return text.occurs_anywhere(forms(u)[1], [t.text for t in u.dialogue.turns], corpus)
+
+
+def candidates(dialogues: Sequence[Dialogue], corpus: str, first_fills: bool = False) -> list[dict]:
+    """Every P2 candidate (the pool before any draw) with what each construction rule decides, one
+    JSON-ready row each, in corpus order (``--pool-out``; fields in docs/tpbench.md, Construction)."""
+    rows = []
+    for dialogue in dialogues:
+        events = updates(dialogue, first_fills)
+        last = {slot_name(u.slot): u.turn for u in events}
+        for u in events:
+            old, value = forms(u)
+            example = _example("p2", u, events, corpus)
+            final = last[slot_name(u.slot)] == u.turn
+            rows.append(
+                {
+                    "id": example.id,
+                    "dialogue_id": dialogue.id,
+                    "slot": u.slot,
+                    "old_value": old,
+                    "new_value": value,
+                    "old_forms": list(u.old),
+                    "new_forms": list(u.new),
+                    "change": u.change,
+                    "update_turn": u.turn,
+                    "answer_turns": list(example.answer_turns),
+                    "n_turns": len(dialogue.turns),
+                    "is_final_update": final,
+                    "final_update_turn": last[slot_name(u.slot)],
+                    "alias": _alias(u, corpus),
+                    "occurs": _occurs(u, corpus),
+                    "origin_status": u.origin_status,
+                    "p3_eligible": last[slot_name(u.slot)] == u.turn
+                    and _late(u)
+                    and u.origin_status == RESOLVED,
+                }
+            )
+    return rows

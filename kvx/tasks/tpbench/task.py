@@ -126,7 +126,9 @@ class _TPBench(Task):
     saved_context: str | None = field(default=None, metadata=WHEN_SET)
 
     probe: ClassVar[str]
-    scorer_version: ClassVar[str] = "tpbench-2"
+    #: tpbench-3: the builder follows the release's update, reference, origin and draw rules
+    #: (probes.py), so tpbench-2 probe sets and these are never one cell
+    scorer_version: ClassVar[str] = "tpbench-3"
     max_new_tokens: ClassVar[int] = 96  # Appendix A: P1/P2 96 output tokens, P3 128
 
     def validate(self) -> None:
