@@ -229,3 +229,33 @@ def test_p2_draw_is_the_seeded_shuffles_head_and_p3_samples_the_id_sorted_pool()
     ids = sorted(d.id for d in late)
     picked = sorted(random.Random(43).sample(range(len(ids)), 4))
     assert forward == backward == [ids[i] for i in picked]
+
+
+def test_a_value_set_again_after_a_turn_without_it_ends_the_earlier_updates_finality(tmp_path: Path):
+    # T0 the 9th; T2 March 9th (an update); T4 only a Restaurants_1 frame without a date; T6 the
+    # restaurant's date "March 9th" again: a change from nothing, so T2 is not the final update
+    # (the release's 110_00127), and T6 is no candidate since it has no old value
+    turns = [
+        sgd_turn("USER", "Tickets on the 9th.", [("Events_1", {"date": ["the 9th"]})]),
+        sgd_turn("SYSTEM", "On March 9th?"),
+        sgd_turn("USER", "Yes.", [("Events_1", {"date": ["March 9th", "the 9th"]})]),
+        sgd_turn("SYSTEM", "Booked."),
+        sgd_turn("USER", "Now a restaurant.", [("Restaurants_1", {"city": ["Oakland"]})]),
+        sgd_turn("SYSTEM", "Which day?"),
+        sgd_turn("USER", "March 9th too.", [("Restaurants_1", {"city": ["Oakland"], "date": ["March 9th"]})]),
+    ]
+    path = tmp_path / "dialogues_002.json"
+    path.write_text(json.dumps([{"dialogue_id": "9_00002", "services": [], "turns": turns}]))
+    (dialogue,) = load_corpus("sgd", str(path))
+    assert [(u.slot, u.turn, u.old, u.change) for u in updates(dialogue)] == [
+        ("Events_1.date", 2, ("the 9th",), "add_form")
+    ]
+    (row,) = candidates([dialogue], "sgd")
+    assert (row["is_final_update"], row["final_update_turn"]) == (False, 6)
+    assert [(u.slot, u.turn) for u in updates(dialogue, first_fills=True)] == [
+        ("Events_1.date", 0),
+        ("Events_1.date", 2),
+        ("Restaurants_1.city", 4),
+        ("Restaurants_1.date", 6),
+    ]
+    assert build("p2", [dialogue], "sgd", n=10, seed=0)[0] == []

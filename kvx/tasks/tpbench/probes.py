@@ -102,8 +102,19 @@ def updates(dialogue: Dialogue, first_fills: bool = False) -> list[Update]:
     is an update, and so is a form put in front of the list (SGD's ``('Philly',)`` ->
     ``('Philadelphia', 'Philly')`` is an update to "Philadelphia"), while a form appended behind the
     value (``('San Fran',)`` -> ``('San Fran', 'San Francisco')``) is none. Slots are compared by name
-    across services (``slot_name``); in an SGD turn a name takes its value from the last of the turn's
-    frames that has it. With ``first_fills``, a slot set for the first time counts too."""
+    across services (``slot_name``), on what each turn's own frames annotate (``_view``). With
+    ``first_fills``, a slot set where the previous turn had no value counts too."""
+    return [u for u in _changes(dialogue) if u.old or first_fills]
+
+
+def final_turns(dialogue: Dialogue) -> dict[str, int]:
+    """Slot name -> the turn of its last change, a value set again after a turn without it included:
+    the release's ``final_slot_update_turn_id`` (SGD train 110_00127: "march 9th" set at T6, absent
+    from T10-T14's frames, set again at T16, so T6 is not the final update)."""
+    return {slot_name(u.slot): u.turn for u in _changes(dialogue)}
+
+
+def _changes(dialogue: Dialogue) -> list[Update]:
     out: list[Update] = []
     view: dict[str, tuple[str, tuple[str, ...]]] = {}  # slot name -> (state key, values)
     gap = False  # a user turn without annotation since the previous annotated state
@@ -113,31 +124,26 @@ def updates(dialogue: Dialogue, first_fills: bool = False) -> list[Update]:
         if turn.state is None:
             gap = True
             continue
-        current = _view(turn, view)
+        current = _view(turn)
         for name in sorted(current):
             key, new = current[name]
             old = view.get(name, ("", ()))[1]
-            if new and (old[:1] != new[:1]) and (old or first_fills):
+            if new and old[:1] != new[:1]:
                 out.append(Update(dialogue, key, index, old, new, UNRESOLVED if gap else RESOLVED))
         view, gap = current, False
     return out
 
 
-def _view(
-    turn: Turn, before: dict[str, tuple[str, tuple[str, ...]]]
-) -> dict[str, tuple[str, tuple[str, ...]]]:
-    """Slot name -> (state key, values) after a user turn. SGD: the previous view, then each of the
-    turn's frames in order (a later frame overrides an earlier one: the release's 69_00068 is
-    "adventure" -> "drama" at T12, not at T10 where both services' frames are listed); elsewhere the
-    turn's whole state."""
+def _view(turn: Turn) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Slot name -> (state key, values) a user turn annotates. SGD: the slots of the turn's own frames,
+    in frame order, a later frame overriding an earlier one (the release's 69_00068 is "adventure" ->
+    "drama" at T12, not at T10 where both services' frames are listed); elsewhere the turn's whole
+    state."""
     state = turn.state or {}
-    if not turn.services:
-        return {slot_name(k): (k, state[k]) for k in sorted(state)}
-    current = dict(before)
-    for service in turn.services:
-        for key in sorted(k for k in state if k.startswith(f"{service}.")):
-            current[slot_name(key)] = (key, state[key])
-    return current
+    keys = sorted(state)
+    if turn.services:
+        keys = [k for service in turn.services for k in keys if k.startswith(f"{service}.")]
+    return {slot_name(k): (k, state[k]) for k in keys}
 
 
 def slot_name(slot: str) -> str:
@@ -232,10 +238,9 @@ def build(
         return [Example("p1", d, _goal(d)) for d in drawn], {"pool": len(pool), "drawn": len(drawn)}
     events = [u for d in dialogues for u in updates(d, first_fills)]
     history: dict[str, list[Update]] = {}
-    last: dict[tuple[str, str], int] = {}
     for u in events:
         history.setdefault(u.dialogue.id, []).append(u)
-        last[(u.dialogue.id, slot_name(u.slot))] = u.turn
+    last = {(d.id, name): turn for d in dialogues for name, turn in final_turns(d).items()}
     finals = [u for u in events if _is_final(u, last)]
     if probe == "p3":
         pool = sorted((u for u in finals if _late(u) and u.origin_status == RESOLVED), key=_id)
@@ -291,7 +296,7 @@ def candidates(dialogues: Sequence[Dialogue], corpus: str, first_fills: bool = F
     rows = []
     for dialogue in dialogues:
         events = updates(dialogue, first_fills)
-        last = {slot_name(u.slot): u.turn for u in events}
+        last = final_turns(dialogue)
         for u in events:
             old, value = forms(u)
             example = _example("p2", u, events, corpus)
