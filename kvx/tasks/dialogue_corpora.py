@@ -26,7 +26,7 @@ from kvx.core.errors import ConfigError
 
 #: where users get the corpora (named in the error for a missing path)
 PUBLIC = {
-    "sgd": "github.com/google-research-datasets/dstc8-schema-guided-dialogue (dev/ or test/ folder)",
+    "sgd": "github.com/google-research-datasets/dstc8-schema-guided-dialogue (train/, dev/ or test/)",
     "multiwoz21": "MultiWOZ 2.1 (data.json, or ConvLab-2's data/multiwoz/{val,test}.json.zip)",
 }
 #: MultiWOZ's placeholders for a slot nobody filled
