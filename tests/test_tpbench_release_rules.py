@@ -259,3 +259,51 @@ def test_a_value_set_again_after_a_turn_without_it_ends_the_earlier_updates_fina
         ("Restaurants_1.date", 6),
     ]
     assert build("p2", [dialogue], "sgd", n=10, seed=0)[0] == []
+
+
+def test_the_reference_is_the_first_listed_form_even_when_the_text_says_another():
+    # the release's labels name the first form (new_value); its occurrence filter then reads that form
+    d = Dialogue(
+        "forms",
+        (
+            Turn("user", "A hotel in Boston.", {"city": ("Boston",)}),
+            Turn("system", "Ok."),
+            Turn("user", "No, in New York.", {"city": ("NYC", "New York")}),
+        ),
+        "hand",
+    )
+    (row,) = candidates([d], "sgd")
+    assert (row["new_value"], row["answer_turns"], row["occurs"]) == ("NYC", [], False)
+    assert build("p2", [d], "sgd", n=5, seed=0)[1]["occurs"] == 0
+
+
+SGD_TRAIN = Path(__file__).resolve().parents[2] / "shared" / "data" / "sgd" / "train"
+#: (dialogue, slot name) -> (old, new, update turn, answer turns, turns, final update turn), as the
+#: release has them: per_item_sgd.jsonl (seed-42 P2 probes) and origin_index_sgd.jsonl (labels)
+RELEASED = {
+    ("8_00127", "city"): ("Philly", "Philadelphia", 10, [9, 11], 16, 10),  # a form put in front
+    ("48_00072", "check_out_date"): ("Tuesday next week", "March 5th", 10, [9], 14, 10),
+    ("69_00013", "genre"): ("funny", "action", 20, [20], 32, 20),  # across services
+    ("17_00069", "destination_city"): ("Washington", "San Fran", 8, [8], 20, 8),  # appended form at T16
+    ("69_00068", "genre"): ("adventure", "drama", 12, [10], 22, 12),  # both frames at T10
+    ("110_00127", "date"): ("the 9th", "march 9th", 6, [5, 17], 26, 16),  # set again at T16
+}
+
+
+@pytest.mark.skipif(not SGD_TRAIN.is_dir(), reason="SGD train is not in ../shared/data/sgd/train")
+def test_release_facts_on_sgd_train():
+    files = [SGD_TRAIN / f"dialogues_{n:03d}.json.gz" for n in (8, 17, 48, 69, 110)]
+    rows = [r for f in files for r in candidates(load_corpus("sgd", str(f)), "sgd")]
+    got = {
+        (r["dialogue_id"], r["slot"].split(".")[1]): (
+            r["old_value"],
+            r["new_value"],
+            r["update_turn"],
+            r["answer_turns"],
+            r["n_turns"],
+            r["final_update_turn"],
+        )
+        for r in rows
+        if (r["dialogue_id"], r["slot"].split(".")[1]) in RELEASED
+    }
+    assert got == RELEASED

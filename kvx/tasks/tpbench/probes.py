@@ -6,9 +6,9 @@
   value is the first form its annotation lists, so a value replaced by another is an update, and so
   is a form put in front of the list — SGD's ``('Philly',)`` -> ``('Philadelphia', 'Philly')`` is an
   update to "Philadelphia"; first fills of an empty slot only with ``first_fills``, since a first
-  fill is no turning point). Each seed shuffles the pool and
-  keeps the first ``n`` source questions, then those that are the slot's final update, are not alias
-  pairs, and whose normalized value occurs in the dialogue text — a set keeps whatever survives.
+  fill is no turning point). Each seed shuffles the pool and keeps the first ``n`` source questions,
+  then those that are the slot's final update, are not alias pairs, and whose normalized value
+  occurs in the dialogue text — a set keeps whatever survives.
 - P3 (initial goal and late update): resolved final updates in dialogues of >= 10 turns whose update
   turn is at index >= 6 and in the second half; no alias or occurrence filter; ``n`` sampled per
   seed from the pool sorted by example id.
@@ -42,7 +42,7 @@ RESOLVED, UNRESOLVED = "resolved", "unresolved"
 
 @dataclass(frozen=True)
 class Update:
-    """One slot whose annotated value list gained a form at a user turn."""
+    """One slot whose value (the first form its annotation lists) changed at a user turn."""
 
     dialogue: Dialogue
     slot: str
