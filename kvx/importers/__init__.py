@@ -13,8 +13,12 @@ import gzip
 import hashlib
 import io
 import json
+import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from kvx import __version__
 
 #: importer name -> module with ``add_arguments(parser)`` and ``run(args) -> int``
 IMPORTERS = {"kvdiagnosis": "kvx.importers.kvdiagnosis", "tpbench": "kvx.importers.tpbench"}
@@ -56,3 +60,23 @@ class JsonlGzWriter:
     def close(self) -> None:
         self._text.close()  # closes the gzip stream and the file under it
         self._raw.close()
+
+
+def manifest_head(importer: str, seconds: float) -> dict[str, Any]:
+    """What every import manifest opens with: the importer, kvx's version, when and how long."""
+    return {
+        "importer": importer,
+        "kvx": __version__,
+        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "seconds": round(seconds, 3),
+    }
+
+
+def unknown_summary(unknown: Counter) -> dict[str, dict[str, Any]]:
+    """``(field, reason) -> records`` as a manifest lists it: per field, its records and each reason's."""
+    out: dict[str, dict[str, Any]] = {}
+    for (name, reason), n in sorted(unknown.items()):
+        out.setdefault(name, {"records": 0, "reasons": {}})
+        out[name]["records"] += n
+        out[name]["reasons"][reason] = n
+    return out

@@ -48,7 +48,9 @@ from kvx.importers import (
     RECORDS_SUFFIX,
     BadInput,
     JsonlGzWriter,
+    manifest_head,
     sha256_file,
+    unknown_summary,
 )
 
 NAME = "kvdiagnosis"
@@ -915,16 +917,8 @@ def manifest(conv: Converter, seconds: float) -> dict[str, Any]:
                     "rows": None,
                 }
             )
-    unknown: dict[str, dict[str, Any]] = {}
-    for (name, reason), n in sorted(c.unknown.items()):
-        unknown.setdefault(name, {"records": 0, "reasons": {}})
-        unknown[name]["records"] += n
-        unknown[name]["reasons"][reason] = n
     return {
-        "importer": NAME,
-        "kvx": __version__,
-        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "seconds": round(seconds, 3),
+        **manifest_head(NAME, seconds),
         "release": {
             "path": str(conv.release.root.resolve()),
             "version": conv.release.version,
@@ -953,7 +947,7 @@ def manifest(conv: Converter, seconds: float) -> dict[str, Any]:
         "field_mapping": FIELD_MAPPING,
         "methods": METHODS,
         "categories": CATEGORIES,
-        "unknown": unknown,
+        "unknown": unknown_summary(c.unknown),
         "caveats": CAVEATS,
         "left_out": LEFT_OUT,
     }

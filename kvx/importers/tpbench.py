@@ -42,7 +42,16 @@ from typing import Any
 from kvx import __version__
 from kvx.core.identity import digest
 from kvx.core.records import UNKNOWABLE, Answer, Record, dumps, is_valid, unknown_fields, validate
-from kvx.importers import CONTROLS_SUFFIX, MANIFEST, RECORDS_SUFFIX, BadInput, JsonlGzWriter, sha256_file
+from kvx.importers import (
+    CONTROLS_SUFFIX,
+    MANIFEST,
+    RECORDS_SUFFIX,
+    BadInput,
+    JsonlGzWriter,
+    manifest_head,
+    sha256_file,
+    unknown_summary,
+)
 
 NAME = "tpbench"
 #: the reader of every answer under results/main and results/p1_saved (README: "Main Llama P1/P2")
@@ -638,16 +647,8 @@ def manifest(conv: Converter, root: Path, skipped: list[str], seconds: float) ->
         }
         for p, n in sorted(conv.files.items())
     ]
-    unknown: dict[str, dict[str, Any]] = {}
-    for (name, reason), n in sorted(c.unknown.items()):
-        unknown.setdefault(name, {"records": 0, "reasons": {}})
-        unknown[name]["records"] += n
-        unknown[name]["reasons"][reason] = n
     return {
-        "importer": NAME,
-        "kvx": __version__,
-        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "seconds": round(seconds, 3),
+        **manifest_head(NAME, seconds),
         "release": {"path": str(root.resolve()), "source": conv.source, "reader": conv.reader},
         "files_read": files,
         "files_skipped": skipped,
@@ -667,7 +668,7 @@ def manifest(conv: Converter, root: Path, skipped: list[str], seconds: float) ->
         "field_mapping": FIELD_MAPPING,
         "selectors": SELECTORS,
         "scorers": {task: scorer for task, (_, _, scorer) in SCORES.items()},
-        "unknown": unknown,
+        "unknown": unknown_summary(c.unknown),
         "caveats": CAVEATS,
         "left_out": LEFT_OUT,
     }
