@@ -429,3 +429,17 @@ def test_contrast_keeps_anchor_and_structural_shares_by_hand(tmp_path: Path) -> 
     assert row.anchor_kept == pytest.approx(2 / 3)
     assert row.structural_full == pytest.approx(2 / 3) and row.structural_comp == pytest.approx(1 / 3)
     assert row.structural_kept == pytest.approx(0.5)
+
+
+def test_seeds_are_control_groups_by_design_and_one_seed_with_two_is_warned(tmp_path: Path) -> None:
+    """Each seed draws its own sources (its own control group): a multi-seed sweep is no mix. Two
+    groups at one seed (two sweeps' source counts pooled) are."""
+
+    def cell(grid: Grid) -> list[dict]:
+        return cell_records(grid, "ruler_niah_single", "smollm2", "snapkv", 0.5)
+
+    seeds = cell(Grid(seed=0, n_sources=3)) + cell(Grid(seed=1, n_sources=3))
+    assert problems(run(write(tmp_path / "seeds", seeds)), "splits").empty
+    sizes = cell(Grid(n_sources=3)) + cell(Grid(n_sources=4))
+    [message] = problems(run(write(tmp_path / "sizes", sizes)), "splits").message
+    assert message.startswith("ruler_niah_single x smollm2 at seed 0 mixes 2 control groups")

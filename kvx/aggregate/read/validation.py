@@ -388,7 +388,10 @@ def cross_check(
     rows = _dedupe(rows, problems)
     rows = _pairing(rows, out.ledger, problems)
     _expected(rows, problems, reused or {}, superseded or set())
-    for (task, reader), splits in rows.groupby(["task", "reader"])["split"].nunique().items():
+    # seeds draw different sources by design (each its own control group); one seed with several
+    # groups is two sweeps' sizes or budgets pooled
+    by_seed = rows.groupby(["task", "reader", "seed"], dropna=False)["split"].nunique()
+    for (task, reader, seed), splits in by_seed.items():
         if splits > 1:
             problems.append(
                 Problem(
@@ -396,7 +399,7 @@ def cross_check(
                     "warning",
                     "",
                     "",
-                    f"{task} x {reader} mixes {splits} control groups (different "
+                    f"{task} x {reader} at seed {seed} mixes {splits} control groups (different "
                     "source counts, context sizes or decoding budgets); select one sweep with --sweep",
                 )
             )
