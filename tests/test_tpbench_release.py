@@ -417,3 +417,18 @@ def test_saved_contexts_are_methods_and_their_controls_no_full_context():
         ("full context", "full", "d1"): 1.0,
     }
     assert set(tp.loc[tp["method"] == "saved:recency", "family"]) == {"saved"}
+
+
+def test_the_counts_command_reads_the_release(tmp_path, capsys):
+    """``python -m kvx.tasks.tpbench --release DIR`` counts the release's probe sets per seed, as
+    the run's ``task_manifest.json`` does, and refuses ``--pool-out`` (kvx's own candidates) with it."""
+    from kvx.tasks.tpbench.__main__ import main
+
+    root = write_release(tmp_path)
+    args = ["--corpus", "sgd", "--release", str(root), "--probes", "p2", "--seeds", "42", "--n", "6"]
+    assert main([*args, "--json"]) == 0
+    [manifest] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert manifest["probe_set"] == "release" and manifest["seed"] == 42
+    assert (manifest["counts"]["drawn"], manifest["examples"]) == (6, 3)  # as the filter test above
+    assert main([*args, "--pool-out", str(tmp_path / "pool.jsonl")]) == 2
+    assert "does not go with --release" in capsys.readouterr().err

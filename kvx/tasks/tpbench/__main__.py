@@ -4,6 +4,7 @@ writes every P2 candidate with each rule's verdict, one JSON line each (docs/tpb
 
     python -m kvx.tasks.tpbench --corpus sgd --path dstc8-schema-guided-dialogue/train --seeds 42 43 44
     python -m kvx.tasks.tpbench --corpus sgd --path dstc8-schema-guided-dialogue/train --pool-out pool.jsonl
+    python -m kvx.tasks.tpbench --corpus sgd --release TPBench   # the release's own probe sets
 """
 
 from __future__ import annotations
@@ -30,13 +31,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-fills", action="store_true", help="count first fills as updates (P2/P3)")
     parser.add_argument("--json", action="store_true", help="one JSON manifest per line instead of a table")
     parser.add_argument("--pool-out", default=None, help="write every P2 candidate here (JSON lines)")
+    parser.add_argument(
+        "--release", default=None, help="count the public release's probe sets instead (a TPBench clone)"
+    )
     args = parser.parse_args(argv)
     rows = []
     try:
         if args.pool_out and not Path(args.pool_out).resolve().parent.is_dir():
             raise ConfigError(f"--pool-out={args.pool_out!r}: its folder does not exist")
+        if args.release and args.pool_out:
+            raise ConfigError("--pool-out lists kvx's own candidates: it does not go with --release")
+        source = {"probe_set": "release", "release_path": args.release} if args.release else {}
         for probe in args.probes:
-            task = PROBES[probe](corpus=args.corpus, path=args.path, first_fills=args.first_fills)
+            task = PROBES[probe](corpus=args.corpus, path=args.path, first_fills=args.first_fills, **source)
             task.validate()
             rows += [task.manifest(args.n, seed) for seed in args.seeds]
         if args.pool_out:
@@ -49,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(json.dumps(r) for r in rows))
         return 0
     first = rows[0]
-    print(f"{args.corpus}: {first['dialogues']} dialogues from {len(first['files'])} file(s)")
+    where = "the release" if args.release else f"{first['dialogues']} dialogues"
+    print(f"{args.corpus}: {where} from {len(first['files'])} file(s)")
     for file in first["files"]:
         print(f"  {file}")
     keys = list(dict.fromkeys(k for r in rows for k in r["counts"]))
