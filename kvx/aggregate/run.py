@@ -22,7 +22,7 @@ from kvx.aggregate.analyse.matched import matched
 from kvx.aggregate.analyse.matrix import categories, failures, matrix
 from kvx.aggregate.analyse.separation import separation
 from kvx.aggregate.analyse.swap import swapped
-from kvx.aggregate.analyse.tpbench import tpbench_tables
+from kvx.aggregate.analyse.tpbench import tpbench_rows, tpbench_tables
 from kvx.aggregate.analyse.tpbench_gaps import tpbench_gap_tables
 from kvx.aggregate.analyse.tpbench_tables import paper_tables
 from kvx.aggregate.read.cells import label_cells, with_varying
@@ -126,12 +126,13 @@ def analyse(
         put("separation", separation(rows, metrics, options.n_boot, options.seed))
         put("intervention", intervention(rows, options.n_boot, options.seed))
         put("contrast", contrast(rows, validated.contrasts))
-        tpbench = tpbench_tables(rows, options.n_boot, options.seed, validated.cells)
+        tp = tpbench_rows(rows, validated.cells)  # the TPBench answers, labelled once for every table
+        tpbench = tpbench_tables(tp, options.n_boot, options.seed)
         for name, frame in tpbench.items():
             put(name, frame)  # none without TPBench records
-        for name, frame in paper_tables(rows, validated.cells).items():
+        for name, frame in paper_tables(tp).items():
             put(name, frame)  # Tables 7, 9, 10, 15, 23 and §6.3: each only when its probe or method ran
-        for name, frame in tpbench_gap_tables(rows, tpbench, validated.cells).items():
+        for name, frame in tpbench_gap_tables(tp, tpbench).items():
             put(name, frame)  # §6.1.2 crossover, Table 8 gaps, Appendix B token scaling
         audit_rows = [rows]
         for before, after in options.swaps:

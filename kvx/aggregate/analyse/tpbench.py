@@ -566,15 +566,9 @@ TABLES = (
 )
 
 
-def tpbench_tables(
-    rows: pd.DataFrame, n_boot: int, seed: int, cells: Mapping[str, Mapping[str, Any]] | None = None
-) -> dict[str, pd.DataFrame]:
-    """Every TPBench table from the analysis rows; empty (no tables at all) without TPBench records.
-
-    ``cells`` (cell id -> flat identity fields) names method variants; without it methods are
-    named by selector, deletion and press alone.
-    """
-    tp = tpbench_rows(rows, cells)
+def tpbench_tables(tp: pd.DataFrame, n_boot: int, seed: int) -> dict[str, pd.DataFrame]:
+    """Every TPBench table from the TPBench answers (``tpbench_rows``); empty (no tables at all)
+    without them."""
     if tp.empty:
         return {}
     per_probe = {probe: accuracy(tp, probe, n_boot, seed) for probe in ("P1", "P2", "P3")}

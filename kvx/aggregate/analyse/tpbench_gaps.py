@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from kvx.aggregate.analyse.stats import _check_bootstrap, _interval
-from kvx.aggregate.analyse.tpbench import FULL, GROUP, _ranked, tpbench_rows
+from kvx.aggregate.analyse.tpbench import FULL, GROUP, _ranked
 
 __all__ = [
     "EXPLANATION",
@@ -279,17 +279,12 @@ def token_scaling(tp: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=TOKEN_COLUMNS)
 
 
-def tpbench_gap_tables(
-    rows: pd.DataFrame,
-    tables: Mapping[str, pd.DataFrame],
-    cells: Mapping[str, Mapping[str, Any]] | None = None,
-) -> dict[str, pd.DataFrame]:
-    """The three tables from the analysis rows and the per-probe accuracy tables ``tables`` (from
-    :func:`kvx.aggregate.analyse.tpbench.tpbench_tables`); none without TPBench records. The gap
-    intervals use the release's resample count and seed, whatever the command's ``--boot``."""
+def tpbench_gap_tables(tp: pd.DataFrame, tables: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The three tables from the TPBench answers (``tpbench_rows``) and the per-probe accuracy tables
+    ``tables`` (from :func:`kvx.aggregate.analyse.tpbench.tpbench_tables`); none without TPBench
+    records. The gap intervals use the release's resample count and seed, whatever ``--boot``."""
     if "tpbench_p1" not in tables:
         return {}
-    tp = tpbench_rows(rows, cells)
     return {
         "tpbench_crossover": crossover(tables["tpbench_p1"], tables["tpbench_p2"]),
         "tpbench_gap": gaps(tp),

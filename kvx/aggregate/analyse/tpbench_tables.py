@@ -16,13 +16,13 @@ unknown, never guessed.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from kvx.aggregate.analyse.tpbench import GROUP, _mean, _ordered, tpbench_rows
+from kvx.aggregate.analyse.tpbench import GROUP, _mean, _ordered
 from kvx.tasks.tpbench.text import alias_equivalent
 
 __all__ = [
@@ -380,12 +380,9 @@ _BUILDERS: tuple[tuple[str, Callable[[pd.DataFrame], pd.DataFrame | None]], ...]
 TABLES = tuple(name for name, _ in _BUILDERS)
 
 
-def paper_tables(
-    rows: pd.DataFrame, cells: Mapping[str, Mapping[str, Any]] | None = None
-) -> dict[str, pd.DataFrame]:
-    """Each table of this module whose inputs are present (its probe answered, a KV method run);
-    none without TPBench records."""
-    tp = tpbench_rows(rows, cells)
+def paper_tables(tp: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Each table of this module whose inputs are present (its probe answered, a KV method run) in
+    the TPBench answers (``tpbench_rows``); none without them."""
     if tp.empty:
         return {}
     built = {name: build(tp) for name, build in _BUILDERS}
