@@ -9,16 +9,21 @@ have is null and named, with the reason, in ``provenance.unknown``; nothing is f
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import io
 import json
+import os
+import shutil
 import time
 from collections import Counter
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from kvx import __version__
+from kvx.core.records import UNKNOWABLE, Answer, Record
 
 #: importer name -> module with ``add_arguments(parser)`` and ``run(args) -> int``
 IMPORTERS = {"kvdiagnosis": "kvx.importers.kvdiagnosis", "tpbench": "kvx.importers.tpbench"}
@@ -79,4 +84,39 @@ def unknown_summary(unknown: Counter) -> dict[str, dict[str, Any]]:
         out.setdefault(name, {"records": 0, "reasons": {}})
         out[name]["records"] += n
         out[name]["reasons"][reason] = n
+    return out
+
+
+@contextlib.contextmanager
+def staged(out: Path) -> Iterator[Path]:
+    """A hidden sibling folder to write the import into, renamed to ``out`` (which must be new or
+    empty) only when the block finishes: a failed or killed import leaves no half-written folder."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise BadInput(f"--out {out} exists and is not an empty folder; give a new one")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.importing-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        yield tmp
+        if out.exists():
+            out.rmdir()
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def unknown_nulls(record: Record, reasons: Mapping[str, str]) -> dict[str, str]:
+    """Why each ``UNKNOWABLE`` field the record leaves null is unknown (``reasons`` by the field's
+    last name: ``model_revision``, ``token_ids``); the record's own nulls only."""
+    out: dict[str, str] = {}
+    for path in UNKNOWABLE:
+        head, _, tail = path.partition(".")
+        node = getattr(record, head)
+        if tail:
+            if isinstance(node, Answer) and getattr(node, tail) is None:
+                out[path] = reasons[tail]
+        elif node is None:
+            out[path] = reasons[head]
     return out

@@ -27,9 +27,7 @@ import argparse
 import gzip
 import json
 import math
-import os
 import re
-import shutil
 import sys
 import time
 from collections import Counter
@@ -50,6 +48,8 @@ from kvx.importers import (
     JsonlGzWriter,
     manifest_head,
     sha256_file,
+    staged,
+    unknown_nulls,
     unknown_summary,
 )
 
@@ -585,15 +585,7 @@ def _coverage(sel: dict[str, Any], status: str) -> dict[str, Any]:
 
 def unknown_of(record: Record, release_hash: str | None) -> dict[str, str]:
     """Why each UNKNOWABLE field the record leaves null is unknown (the record's own nulls only)."""
-    out: dict[str, str] = {}
-    for path in UNKNOWABLE:
-        head, _, tail = path.partition(".")
-        node = getattr(record, head)
-        if tail:
-            if isinstance(node, Answer) and getattr(node, tail) is None:
-                out[path] = REASONS[tail]
-        elif node is None:
-            out[path] = REASONS[head]
+    out = unknown_nulls(record, REASONS)
     if "prompt_hash" in out and release_hash:
         out["prompt_hash"] = (
             f"the release's prompt_hash is a {len(release_hash)}-character digest of its own prompt "
@@ -996,24 +988,12 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     release = locate(args.path)
     out: Path = args.out
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise BadInput(f"--out {out} exists and is not an empty folder; give a new one")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.importing-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+    with staged(out) as tmp:
         conv = Converter(release, args.tasks, tmp)
         conv.run(progress=not args.quiet)
         conv.hashes = {p: sha256_file(p) for p in conv.files}
         data = manifest(conv, time.perf_counter() - started)
         (tmp / MANIFEST).write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        if out.exists():
-            out.rmdir()
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     for line in summary_lines(conv, out, data["checks"]):
         print(line, file=sys.stdout)
     return 1 if conv.counts.rejected else 0

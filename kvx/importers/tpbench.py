@@ -28,9 +28,7 @@ import argparse
 import difflib
 import functools
 import json
-import os
 import re
-import shutil
 import sys
 import time
 from collections import Counter
@@ -50,6 +48,8 @@ from kvx.importers import (
     JsonlGzWriter,
     manifest_head,
     sha256_file,
+    staged,
+    unknown_nulls,
     unknown_summary,
 )
 
@@ -564,25 +564,12 @@ class Converter:
                 if k in row.raw
             },
         }
-        record.provenance["unknown"] = self.unknown_of(record)  # type: ignore[index]
+        record.provenance["unknown"] = unknown_nulls(record, REASONS)  # type: ignore[index]
         record.provenance["release"] = release  # type: ignore[index]
         data = record.to_dict()
         if set(unknown_fields(data)) != set(record.provenance["unknown"]):  # type: ignore[index]
             raise RuntimeError(f"{key}: unknown fields and their reasons disagree")  # an importer bug
         self.emit(data, scored, f"{task} {scored.corpus} seed={seed_label} {row.method} r={budget:g}")
-
-    @staticmethod
-    def unknown_of(record: Record) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for path in UNKNOWABLE:
-            head, _, tail = path.partition(".")
-            node = getattr(record, head)
-            if tail:
-                if isinstance(node, Answer) and getattr(node, tail) is None:
-                    out[path] = REASONS[tail]
-            elif node is None:
-                out[path] = REASONS[head]
-        return out
 
     def emit(self, data: dict[str, Any], scored: ScoredFile, cell: str) -> None:
         """Each release file's records in a folder of their own: the aggregate checks each folder as
@@ -707,13 +694,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     scored, skipped = locate(args.path)
     out: Path = args.out
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise BadInput(f"--out {out} exists and is not an empty folder; give a new one")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.importing-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+    with staged(out) as tmp:
         conv = Converter(tmp, args.reader, f"{NAME}:{args.path.resolve().name}")
         try:
             for file in sorted(scored, key=lambda f: f.seed is None):  # seeded files first: their controls
@@ -726,12 +707,6 @@ def run(args: argparse.Namespace) -> int:
             conv.written[name] = {"kind": "records", "rows": writer.count}
         data = manifest(conv, args.path, skipped, time.perf_counter() - started)
         (tmp / MANIFEST).write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        if out.exists():
-            out.rmdir()
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     if not args.quiet:
         for line in summary_lines(conv, args.path, out, skipped):
             print(line, file=sys.stdout)
