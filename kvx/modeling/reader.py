@@ -220,8 +220,6 @@ def reader_identity(name: str, reader: Reader) -> dict[str, Any]:
     if key not in _IDENTITIES:
         resolved = reader.fingerprint()
         fields = {k: v for k, v in fields_of(reader).items() if k not in resolved}
-        if fields.get("max_prompt_tokens", 0) is None:  # no limit: the identity readers had before it
-            del fields["max_prompt_tokens"]
         _IDENTITIES[key] = {"name": canonical("reader", name), "fields": fields, **resolved}
     return _IDENTITIES[key]
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from kvx.core.checks import check_optional_int
 from kvx.core.errors import ConfigError
+from kvx.core.identity import WHEN_SET
 from kvx.modeling.reader import Prompt as Prompt  # re-exported: the reader API
 
 if TYPE_CHECKING:
@@ -34,7 +35,8 @@ class PromptLimit:
     """The field every reader dataclass inherits (keyword-only, so it follows a subclass's own)."""
 
     #: null: no limit; else the most tokens a rendered prompt may take, the context cut from the left
-    max_prompt_tokens: int | None = field(default=None, kw_only=True)
+    #: (in the reader's identity only when set: readers had the same identity before the option)
+    max_prompt_tokens: int | None = field(default=None, kw_only=True, metadata=WHEN_SET)
 
 
 class Reader(PromptLimit, ABC):
