@@ -555,3 +555,58 @@ class FrequentWords(RulerTask):
             )
 
         return build
+
+
+# RULER's named subtasks (NVIDIA/RULER scripts/data/synthetic.yaml): the configurations the
+# KVDiagnosis workloads run, one registered task each, so `task=ruler_niah_single_2` is RULER's.
+
+
+@dataclass
+class NiahSingle1(_Niah):
+    """RULER ``niah_single_1``: noise haystack, word key, number value."""
+
+    name: ClassVar[str] = "niah_single_1"
+
+
+@dataclass
+class NiahSingle2(_Niah):
+    """RULER ``niah_single_2``: essay haystack, word key, number value."""
+
+    name: ClassVar[str] = "niah_single_2"
+    haystack: str = "essay"
+
+
+@dataclass
+class NiahSingle3(_Niah):
+    """RULER ``niah_single_3``: essay haystack, word key, UUID value."""
+
+    name: ClassVar[str] = "niah_single_3"
+    haystack: str = "essay"
+    type_needle_v: str = "uuids"
+
+
+@dataclass
+class NiahMultikey1(_Niah):
+    """RULER ``niah_multikey_1``: essay haystack, four word keys (three distractor needles)."""
+
+    name: ClassVar[str] = "niah_multikey_1"
+    haystack: str = "essay"
+    num_needle_k: int = 4
+
+
+@dataclass
+class NiahMultikey2(_Niah):
+    """RULER ``niah_multikey_2``: a haystack of word-key/number-value distractor needles."""
+
+    name: ClassVar[str] = "niah_multikey_2"
+    haystack: str = "needle"
+
+
+@dataclass
+class NiahMultikey3(_Niah):
+    """RULER ``niah_multikey_3``: a haystack of UUID-key/UUID-value distractor needles."""
+
+    name: ClassVar[str] = "niah_multikey_3"
+    haystack: str = "needle"
+    type_needle_k: str = "uuids"
+    type_needle_v: str = "uuids"
