@@ -16,6 +16,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+from kvx.cli import presets, suite
 from kvx.cli.preflight import prepare
 from kvx.core.errors import ConfigError
 from kvx.core.registry import RegistryError
@@ -40,10 +41,16 @@ def _hydra_main(cfg: DictConfig) -> dict[str, float]:
 
 def main() -> None:
     try:
-        sys.argv[1:] = prepare(sys.argv[1:], conf_dir())
+        parts = presets.suite(sys.argv[1:], conf_dir())
+        if parts is not None:
+            suite.check(parts, conf_dir())
+        else:
+            sys.argv[1:] = prepare(sys.argv[1:], conf_dir())
     except (RegistryError, ConfigError) as exc:
         print("kvx: " + " ".join(str(exc).split()), file=sys.stderr)
         sys.exit(2)
+    if parts is not None:
+        sys.exit(suite.run(parts))
     try:
         _hydra_main()
         _leave()

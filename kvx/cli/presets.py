@@ -21,6 +21,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from kvx.core.errors import ConfigError
 
 GROUP = "experiment"
+#: a preset whose ``suite`` lists other presets runs them one after another (``kvx.cli.suite``)
+SUITE = "suite"
 #: Hydra's flags that turn a command into a multirun, and those that exclude it (they run no job, or
 #: one: a preset's sweep is then refused by Hydra as any typed sweep is)
 MULTIRUN_FLAGS = ("-m", "--multirun")
@@ -43,7 +45,13 @@ def expand(argv: Sequence[str], config_dir: str) -> list[str]:
         if not (_is_override(arg) and _is_preset(arg)):
             out.append(arg)
             continue
-        preset = load(config_dir, arg.partition("=")[2])
+        name = arg.partition("=")[2]
+        preset = load(config_dir, name)
+        if SUITE in preset:
+            raise ConfigError(
+                f"+experiment={name} is a suite of {len(preset[SUITE])} sweeps ({', '.join(preset[SUITE])}): "
+                "it runs only as `python -m kvx +experiment=...`; give one of its parts to inspect it"
+            )
         overrides, sweep = overrides_of(preset)
         out += [o for o in overrides if _key(o) not in given]
         multirun |= sweep
@@ -134,3 +142,54 @@ def _is_preset(arg: str) -> bool:
 
 def _key(arg: str) -> str:
     return arg.partition("=")[0].lstrip("+~")
+
+
+def suite(argv: Sequence[str], config_dir: str) -> list[tuple[str, list[str]]] | None:
+    """For a command naming a suite preset: each part's name and command line, in order; else None.
+
+    A part's command line is the user's, less the suite and any ``PART:KEY=VALUE`` meant for another
+    part, plus the suite's own overrides (where the command line does not set the key) and
+    ``+experiment=<part>``; so the command line wins over the suite, and the suite over the part.
+    """
+    chosen = [a for a in argv if _is_override(a) and _is_preset(a)]
+    suites = [(a, load(config_dir, a.partition("=")[2])) for a in chosen]
+    suites = [(a, node) for a, node in suites if SUITE in node]
+    if not suites:
+        return None
+    if len(chosen) > 1:
+        raise ConfigError(f"{suites[0][0]} is a suite: it runs alone, not with {', '.join(chosen[1:])}")
+    if any(a in SINGLE_FLAGS for a in argv):
+        raise ConfigError(f"{suites[0][0]} is a suite of sweeps: give one of its parts with --cfg/--info")
+    arg, node = suites[0]
+    body = OmegaConf.to_container(node, resolve=False)
+    assert isinstance(body, dict)
+    parts = body.pop(SUITE)
+    if not isinstance(parts, list) or not parts or not all(isinstance(p, str) for p in parts):
+        raise ConfigError(f"{arg}: {SUITE} must be a non-empty list of preset names, got {parts!r}")
+    for part in parts:
+        if SUITE in load(config_dir, part):
+            raise ConfigError(f"{arg}: part {part!r} is itself a suite (suites do not nest)")
+    short = {part.rsplit("/", 1)[-1]: part for part in parts}
+    scoped = [a for a in argv if _scope(a) is not None]
+    for a in scoped:
+        if _scope(a) not in short:
+            close = difflib.get_close_matches(_scope(a) or "", list(short), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"{a}: {arg} has no part {_scope(a)!r} (parts: {', '.join(short)}){hint}")
+    common = [a for a in argv if a != arg and a not in scoped]
+    own, _ = overrides_of(OmegaConf.create(body))
+    out = []
+    for name, part in short.items():
+        mine = [a.partition(":")[2] for a in scoped if _scope(a) == name]
+        given = {_key(a) for a in common + mine if _is_override(a)}
+        line = [*common, *mine, *(o for o in own if _key(o) not in given), f"+{GROUP}={part}"]
+        out.append((part, line))
+    return out
+
+
+def _scope(arg: str) -> str | None:
+    """``qasper`` for ``qasper:task.path=FILE`` (an override meant for one part of a suite)."""
+    head, colon, _ = arg.partition(":")
+    if not colon or "=" in head or arg.startswith("-") or "=" not in arg:
+        return None
+    return head
