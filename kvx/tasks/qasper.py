@@ -203,17 +203,23 @@ def check_layout(data: Any, path: str) -> None:
                 )
 
 
+def _nearby(folder: Path) -> str:
+    """A "did you mean" naming a release file in ``folder``, when there is one."""
+    found = sorted(folder.glob("qasper-*-v0.3.json")) if folder.is_dir() else []
+    return f"; did you mean {' or '.join(map(str, found))}?" if found else ""
+
+
 def check_path(path: str) -> Path:
     """The release file, or a ConfigError that says where the public data lives."""
     if not path:
         raise ConfigError(f"task.path is not set: {WHERE}")
     file = Path(path)
     if file.is_dir():
-        found = sorted(p.name for p in file.glob("qasper-*-v0.3.json"))
-        hint = f"; did you mean {file / found[0]}?" if found else ""
-        raise ConfigError(f"task.path={path} is a folder, not the release's JSON file{hint} ({WHERE})")
+        raise ConfigError(
+            f"task.path={path} is a folder, not the release's JSON file{_nearby(file)} ({WHERE})"
+        )
     if not file.is_file():
-        raise ConfigError(f"task.path={path}: no such file ({WHERE})")
+        raise ConfigError(f"task.path={path}: no such file{_nearby(file.parent)} ({WHERE})")
     if file.name.endswith((".tgz", ".tar.gz")):
         raise ConfigError(
             f"task.path={path} is the archive: extract it and point at the JSON inside ({WHERE})"
