@@ -25,7 +25,9 @@ def test_empty_references_are_an_error(scorer):
 
 def test_normalize_answer_lowercases_strips_punctuation_and_collapses_spaces():
     assert normalize_answer("  The Answer:  Paris,\tFrance! ") == "the answer paris france"
-    assert normalize_answer("\u201cParis\u201d\u2014France") == "paris france"
+    # only ASCII punctuation (the release's string.punctuation): curly quotes and dashes stay
+    assert normalize_answer("\u201cParis\u201d\u2014France") == "\u201cparis\u201d\u2014france"
+    assert normalize_answer("Skip\u2013gram; CBOW") == "skip\u2013gram cbow"
     assert normalize_answer("New-York's") == "new york s"
 
 
@@ -39,3 +41,6 @@ def test_containment_paper_examples():
 def test_containment_is_plain_substring_after_normalisation():
     assert containment("nothing", ["no"]) == 1.0
     assert containment("anything", ["!!!"]) == 0.0
+    # an empty normalised reference leaves the fraction (the release's string_match_fraction)
+    assert containment("It is Paris.", ["Paris", "!!!"]) == 1.0
+    assert containment("It is Lyon.", ["Paris", "?", "Lyon"]) == 0.5

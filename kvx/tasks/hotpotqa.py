@@ -46,7 +46,7 @@ class HotpotQA(Task):
     """Multi-hop QA whose evidence (the supporting-fact sentences) is known to the sentence."""
 
     path: str = ""
-    scorer_version: ClassVar[str] = "2"  # 2: EM and token F1 metrics beside containment
+    scorer_version: ClassVar[str] = "3"  # 2: EM and token F1 beside containment; 3: ASCII punctuation
 
     def validate(self) -> None:
         if self.path and not Path(self.path).is_file():

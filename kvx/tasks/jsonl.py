@@ -11,7 +11,7 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from kvx.core.checks import check_choice
 from kvx.core.errors import ConfigError
@@ -147,6 +147,8 @@ class JsonlTask(Task):
     ``id_field`` a source's id is the file stem and row number. With ``segments_field`` the context is
     structured (dialogue turns, a passage pool) and text transforms can keep or drop its segments.
     """
+
+    scorer_version: ClassVar[str] = "2"  # 2: containment normalises ASCII punctuation only
 
     path: str = ""
     context_field: str = "context"

@@ -131,7 +131,7 @@ class PoolTask(Task):
 
     raw_k: int = 0  # the raw input: the first raw_k passages in supplied order (0: all)
     unanswerable: str = "drop"  # drop: answerable rows only; keep: scored as SQuAD v2 does
-    scorer_version: ClassVar[str] = "rag-1"
+    scorer_version: ClassVar[str] = "rag-2"  # 2: containment normalises ASCII punctuation only
 
     def __post_init__(self) -> None:
         check_choice("task.unanswerable", self.unanswerable, UNANSWERABLE)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import string
-import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 
@@ -36,25 +35,28 @@ def string_match_part(prediction: str, references: Sequence[str]) -> float:
     return float(any(ref.lower() in pred for ref in references))
 
 
-def _is_punctuation(char: str) -> bool:
-    return char in string.punctuation or unicodedata.category(char).startswith("P")
+_ASCII_PUNCTUATION = frozenset(string.punctuation)
 
 
 def normalize_answer(text: str) -> str:
-    """KVDiagnosis normalisation: lowercase, punctuation to spaces, whitespace collapsed and trimmed."""
-    spaced = "".join(" " if _is_punctuation(char) else char for char in text.lower())
+    """KVDiagnosis normalisation: lowercase, ASCII punctuation to spaces, whitespace collapsed and
+    trimmed. Only ``string.punctuation`` counts, as in the release's scorer
+    (ChosenQC/KVDiagnosis ``src/kvcachebench/scoring.py``): an en dash or a curly quote stays, which
+    is what reproduces the release's scores (its Qasper reference ``Skip–gram; CBOW``)."""
+    spaced = "".join(" " if char in _ASCII_PUNCTUATION else char for char in text.lower())
     return _WHITESPACE.sub(" ", spaced).strip()
 
 
 def containment(prediction: str, references: Sequence[str]) -> float:
     """Fraction of normalised references contained in the normalised prediction (KVDiagnosis QA score).
 
-    A reference that normalises to the empty string would match everything, so it counts as missed.
+    A reference that normalises to the empty string would match everything, so, as in the release's
+    ``string_match_fraction``, it is left out of the fraction; with none left the score is 0.
     """
     _require(references)
     pred = normalize_answer(prediction)
-    refs = [normalize_answer(ref) for ref in references]
-    return sum(bool(ref) and ref in pred for ref in refs) / len(refs)
+    refs = [ref for ref in map(normalize_answer, references) if ref]
+    return sum(ref in pred for ref in refs) / len(refs) if refs else 0.0
 
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
