@@ -178,6 +178,8 @@ def project(
         "comp_correct": _flag(comp.get("correct")),
         "transition": record.get("transition"),
         **_category(record, diags),
+        # the coverage applicability state (measured, projected, structural, not_applicable, error)
+        "coverage_status": (diags.get("coverage") or {}).get("status"),
         "text_hash": record.get("compressed_text_sha256"),
         # prompt sizes of the untransformed prompt, and the transformed context's share of it
         "n_context_tokens": _number(record.get("n_context_tokens")),
