@@ -139,7 +139,7 @@ def with_workloads(rows: pd.DataFrame, cells: dict[str, dict[str, Any]]) -> pd.D
         tier, why = tier_of(press, r["ratio"], r["share"], flat.get("press.bits"))
         info[cid] = (
             workload(r["task"], r["family"], flat.get("context_tokens")),
-            task_group(r["task"]),
+            task_group(str(flat.get("task") or r["task"])),  # the task's name, not its label
             method_of(str(r["compressor"]), press),
             tier,
             why,
