@@ -338,7 +338,7 @@ def modal_categories(rows: pd.DataFrame, metrics: list[Metric]) -> pd.DataFrame:
             out["n_cw"] == 0,
             out["n_categorized"] == 0,
         ],
-        ["unsupported", "no supported records", "no C→W rows", "no C→W row has a category (no diagnostics)"],
+        ["unsupported", "no supported records", "no C→W rows", "no C→W row has a category"],
         "",
     )
     mean_columns = [c for m in means for c in (f"{m.name}_mean", f"{m.name}_n")]

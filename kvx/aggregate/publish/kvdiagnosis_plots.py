@@ -172,8 +172,8 @@ def task_bars(task_failures: pd.DataFrame, out: Path) -> list[Path]:
 
 def category_dots(workload_categories: pd.DataFrame, out: Path) -> list[Path]:
     """Figure 7 per reader: each category's share of a workload's C→W rows, one marker per workload,
-    labelled with its row count; the same category's points joined. Workloads without any diagnosed C→W
-    row (one N/A row) are named in the title, never drawn at 0."""
+    labelled with its row count; the same category's points joined. Workloads without any categorized
+    C→W row (one N/A row) are named in the title, never drawn at 0."""
     if workload_categories.empty:
         return []
     paths = []
@@ -215,7 +215,7 @@ def category_dots(workload_categories: pd.DataFrame, out: Path) -> list[Path]:
         ax.set_ylim(len(order) - 0.5, -0.7)
         ax.set_xlabel("share of the workload's C→W rows (%)")
         ax.grid(axis="x", alpha=0.3)
-        note = f"\nno diagnosed C→W rows: {', '.join(missing)}" if missing else ""
+        note = f"\nno categorized C→W rows: {', '.join(missing)}" if missing else ""
         ax.set_title(f"Diagnostic categories by workload (labels: rows) · {reader}{note}", fontsize=10)
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
         paths.append(_save(fig, out / f"{_slug('kvd-category-dots', reader)}.png"))

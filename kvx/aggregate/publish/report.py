@@ -237,7 +237,7 @@ OPTIONAL_SECTIONS: tuple[Section, ...] = (
         "ECov (a measured or projected map), with a valid EAR, and the methods with the most and fewest "
         "rows (ties joined by ' / '). kvd_workload_categories (Figure 7): Table 4 categories as shares of "
         "the workload's C→W rows (n_derived: derived here from stored values; a workload with no "
-        "diagnosed row is one N/A row, named in the figure, never drawn at 0). kvd_modal_categories "
+        "categorized row is one N/A row, named in the figure, never drawn at 0). kvd_modal_categories "
         "(Table 16): per cell the most frequent category of its C→W rows (ties joined by ' / '), "
         "modal_share = n_modal / n_cw, the coverage states of those rows and the ECov, ΔNLL and GPR means "
         "over rows where each is valid; reason says why a cell has none.",
