@@ -51,6 +51,13 @@ TOTAL = "Total"
 ALL = "all"
 #: Table 16's means: (diagnostic, value) of the ECov, ΔNLL and GPR columns
 MODAL_MEANS = (("coverage", "ecov"), ("likelihood", "delta_nll"), ("likelihood", "gpr"))
+#: the diagnostic values the tables read: Table 12's ERR, ECov and EAR, and Table 16's means
+READ_VALUES = {("coverage", "err"), ("attention", "ear"), *MODAL_MEANS}
+#: the row columns the tables read (the rest of a row is left behind: a million rows are not copied whole)
+COLUMNS = (
+    "cell_id", "task", "task_family", "reader", "compressor", "setting", "ratio", "retained_share",
+    "status", "transition", "unit", "category", "category_derived", "coverage_status",
+)  # fmt: skip
 MAPPED = ("measured", "projected")  # coverage states with numeric ERR/ECov (Section 4)
 _VARIANT = re.compile(r"_\d+$")
 _KEYS = ["workload", "reader"]
@@ -176,14 +183,18 @@ def _counts(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return frame.groupby(keys, sort=True).sum().reset_index()
 
 
+def _failures(rows: pd.DataFrame) -> pd.DataFrame:
+    """The C→W rows: supported, FullCache-correct, compressed-wrong."""
+    return rows[(rows["status"] == "supported") & (rows["transition"] == "C→W")]
+
+
 def accounting(rows: pd.DataFrame) -> pd.DataFrame:
     """Table 3 per workload and reader, then a ``Total`` row per reader: sources, records, N/A
     (unsupported), errors, runs (supported), FullCache-correct supported pairs (n_fc, "FC-elig."), C→W
     rows and the sources with at least one C→W row (n_affected_sources, "Unique")."""
     out = _counts(rows, _KEYS)
     out.insert(2, "n_sources", rows.groupby(_KEYS, sort=True)["unit"].nunique().to_numpy())
-    cw = rows[(rows["status"] == "supported") & (rows["transition"] == "C→W")]
-    unique = cw.groupby(_KEYS)["unit"].nunique().rename("n_affected_sources")
+    unique = _failures(rows).groupby(_KEYS)["unit"].nunique().rename("n_affected_sources")
     out = out.merge(unique.reset_index(), on=_KEYS, how="left")
     out["n_affected_sources"] = out["n_affected_sources"].fillna(0).astype(int)
     out = out.rename(columns={"n_supported": "n_runs"})
@@ -237,10 +248,6 @@ def task_failures(rows: pd.DataFrame) -> pd.DataFrame:
         ],
     )
     return out[[*_KEYS, "task", "tasks", "method", "n_supported", "n_fc", "n_cw"]]
-
-
-def _failures(rows: pd.DataFrame) -> pd.DataFrame:
-    return rows[(rows["status"] == "supported") & (rows["transition"] == "C→W")]
 
 
 def _metric(metrics: list[Metric], diagnostic: str, value: str) -> Metric | None:
@@ -351,9 +358,8 @@ def kvdiagnosis_tables(
 ) -> dict[str, pd.DataFrame]:
     """Every table of :data:`TABLES` from the aggregate's rows (compressed records; FullCache is each
     row's partner, not a cell)."""
-    rows = with_workloads(rows, cells)
-    if "coverage_status" not in rows:
-        rows = rows.assign(coverage_status=None)
+    values = [m.name for m in metrics if (m.diagnostic, m.value) in READ_VALUES]
+    rows = with_workloads(rows[[*COLUMNS, *values]], cells)
     return {
         "kvd_accounting": accounting(rows),
         "kvd_tiers": tiers(rows),
