@@ -174,10 +174,11 @@ class _Figures:
 
     def start(self) -> Drawer:
         if self.drawer is None:
+            from kvx.aggregate.publish.kvdiagnosis_plots import FIGURES
             from kvx.aggregate.publish.plots import Drawer
 
             self.out.mkdir(parents=True, exist_ok=True)
-            self.drawer = Drawer(self.out, self.workers)
+            self.drawer = Drawer(self.out, self.workers, FIGURES)
         return self.drawer
 
     def add(self, name: str, frame: pd.DataFrame) -> None:

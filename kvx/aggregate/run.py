@@ -18,6 +18,7 @@ from kvx.aggregate.analyse.audit import audit, with_families
 from kvx.aggregate.analyse.contrast import contrast
 from kvx.aggregate.analyse.cost_frontier import costs, frontier
 from kvx.aggregate.analyse.intervention import intervention
+from kvx.aggregate.analyse.kvdiagnosis_tables import kvdiagnosis_tables
 from kvx.aggregate.analyse.matched import matched
 from kvx.aggregate.analyse.matrix import categories, failures, matrix
 from kvx.aggregate.analyse.separation import separation
@@ -123,6 +124,8 @@ def analyse(
         put("frontier", frontier(cost))
         put("failures", failures(rows, metrics))
         put("categories", categories(rows))
+        for name, frame in kvdiagnosis_tables(rows, validated.cells, metrics).items():
+            put(name, frame)  # KVDiagnosis's per-workload views: Tables 3, 12, 16, Figures 4A, 5, 7, 10
         put("separation", separation(rows, metrics, options.n_boot, options.seed))
         put("intervention", intervention(rows, options.n_boot, options.seed))
         put("contrast", contrast(rows, validated.contrasts))

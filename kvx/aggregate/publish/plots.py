@@ -348,6 +348,8 @@ def _rank_lines(ax: Axes, panel: pd.DataFrame, colors: Mapping[str, str]) -> Non
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, frameon=False)
 
 
+#: figure key -> (the table it draws, the function drawing it)
+Plots = Mapping[str, tuple[str, Callable[[pd.DataFrame, Path], list[Path]]]]
 PLOTS: dict[str, tuple[str, Callable[[pd.DataFrame, Path], list[Path]]]] = {
     "heatmaps": ("matrix", heatmaps),
     "jaccard_heatmap": ("matched", jaccard_heatmap),
@@ -376,12 +378,13 @@ Job = tuple[Callable[[pd.DataFrame, Path], list[Path]], pd.DataFrame, Path]
 
 
 def plot_all(
-    tables: Mapping[str, pd.DataFrame], out: Path, workers: int | None = None
+    tables: Mapping[str, pd.DataFrame], out: Path, workers: int | None = None, extra: Plots | None = None
 ) -> dict[str, list[Path]]:
     """Every figure the report embeds, keyed as ``report.write_html`` expects; absent frames plot nothing
     (and an optional figure whose frame is absent has no key). Figures are drawn by ``workers`` processes
-    (default: the CPUs this process may use)."""
-    drawer = Drawer(out, workers)
+    (default: the CPUs this process may use); ``extra`` adds optional figures drawn by other modules
+    with this one's helpers (which therefore cannot be imported here)."""
+    drawer = Drawer(out, workers, extra)
     for name, frame in tables.items():
         drawer.add(name, frame)
     return drawer.figures()
@@ -391,14 +394,15 @@ class Drawer:
     """Draws each table's figures in worker processes as soon as the table exists (``add`` is
     ``analyse``'s ``on_table``), so drawing, most of an aggregate's time, overlaps the analysis."""
 
-    def __init__(self, out: Path, workers: int | None = None) -> None:
+    def __init__(self, out: Path, workers: int | None = None, extra: Plots | None = None) -> None:
         self.out = out
+        self.plots = PLOTS | OPTIONAL_PLOTS | dict(extra or {})
         workers = cpus() if workers is None else workers
         self.executor = pool(workers) if can_fork(workers) else None
         self.drawn: dict[str, list[Any]] = {}  # figure key -> futures (path lists when drawn here)
 
     def add(self, name: str, frame: pd.DataFrame) -> None:
-        for key, (table, plot) in (PLOTS | OPTIONAL_PLOTS).items():
+        for key, (table, plot) in self.plots.items():
             if table != name:
                 continue
             for part in _parts(frame, SPLIT.get(key)):

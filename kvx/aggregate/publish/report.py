@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import is_bool_dtype, is_integer_dtype, is_numeric_dtype
 
+from kvx.aggregate.analyse.kvdiagnosis_tables import TABLES as KVDIAGNOSIS_TABLES
 from kvx.aggregate.analyse.tpbench import TABLES as TPBENCH_TABLES
 from kvx.aggregate.analyse.tpbench_gaps import EXPLANATION as GAP_EXPLANATION
 from kvx.aggregate.analyse.tpbench_gaps import TABLES as GAP_TABLES
@@ -215,6 +216,34 @@ OPTIONAL_SECTIONS: tuple[Section, ...] = (
         (),
         ("provenance",),
         "every record is kvx's own",
+    ),
+    Section(
+        "kvdiagnosis",
+        "Workloads and setting tiers (KVDiagnosis)",
+        "A workload is KVDiagnosis's unit: RULER's tasks at one context length pool into one "
+        "(ruler[context_tokens=8192] is RULER-8K; a RULER task without a recorded length, as the release "
+        "imported per dataset, is its own), any other task pools with its task family, else stands alone. "
+        "Tiers pool the settings the paper draws in one column: light = 75% retained (ratio 0.25) or "
+        "8-bit QuantizedCache (hqq), intermediate = 50% or 4 bits, aggressive = 25% or 2 bits; a cell in "
+        "no tier is listed in kvd_tiers with the reason (excluded) and pooled nowhere. kvd_accounting "
+        "(Table 3): sources, records, N/A (n_unsupported), errors, runs (supported), n_fc = "
+        "FullCache-correct supported pairs (FC-elig.), C→W rows and n_affected_sources = sources with at "
+        "least one C→W row (Unique); Total sums the workloads. kvd_tiers (Figure 4A, Figure 10 left): "
+        "cw_rate = Σ C→W / Σ n_fc over the tier's cells (an unsupported cell adds to neither). "
+        "kvd_task_failures (Figure 5, Figure 10 right): C→W rows per task (numbered variants such as "
+        "niah_single_1..3 pooled) and method (hqq's bit widths are one method) over all settings: "
+        "composition counts, not difficulty. kvd_corpus (Table 12): each item's rows of the workload's "
+        "C→W rows (n_cw): per tier, with a recorded coverage state and per state, with numeric ERR and "
+        "ECov (a measured or projected map), with a valid EAR, and the methods with the most and fewest "
+        "rows (ties joined by ' / '). kvd_workload_categories (Figure 7): Table 4 categories as shares of "
+        "the workload's C→W rows (n_derived: derived here from stored values; a workload with no "
+        "categorized row is one N/A row, named in the figure, never drawn at 0). kvd_modal_categories "
+        "(Table 16): per cell the most frequent category of its C→W rows (ties joined by ' / '), "
+        "modal_share = n_modal / n_cw, the coverage states of those rows and the ECov, ΔNLL and GPR means "
+        "over rows where each is valid; reason says why a cell has none.",
+        ("kvd_tier_heatmap", "kvd_tier_bars", "kvd_task_heatmap", "kvd_task_bars", "kvd_category_dots"),
+        tuple(KVDIAGNOSIS_TABLES),
+        "no compressed records in the selected runs",
     ),
     Section(
         "tpbench",

@@ -31,9 +31,10 @@ def publish(
     write_tables(result.tables, out)
     figures: dict[str, list[Path]] = plots if isinstance(plots, dict) else {}
     if plots is True:
+        from kvx.aggregate.publish.kvdiagnosis_plots import FIGURES
         from kvx.aggregate.publish.plots import plot_all
 
-        figures = plot_all(result.tables, out, options.workers)
+        figures = plot_all(result.tables, out, options.workers, FIGURES)
     write_section_markdown(result.tables, figures, out)
     errors = sum(p.severity == "error" for p in result.problems)
     meta = {

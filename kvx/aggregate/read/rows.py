@@ -92,12 +92,15 @@ def _detail(value: Any) -> Any:
 def _category(record: dict[str, Any], diags: dict[str, Any]) -> dict[str, Any]:
     """The Table 4 category of a C→W row: the recorded one, else derived from the stored diagnostic values
     by the same rules (records from elsewhere often carry values but no category); None (N/A) when no
-    diagnostic the rules read has a valid value."""
+    diagnostic the rules read has a valid value, or when the coverage state is unknown: every rule needs
+    it (mapped ECov or structural addressability), so without it each row would be "ambiguous" for want
+    of a measurement (the KVDiagnosis release's RULER runs carry likelihood values but no coverage)."""
     recorded = (record.get("category") or {}).get("category")
     if recorded is not None:
         return {"category": recorded, "category_derived": False}
     measured = any((diags.get(name) or {}).get("status") in VALID for name in READS)
-    if record.get("transition") != "C→W" or not measured:
+    coverage = (diags.get("coverage") or {}).get("status") in (*VALID, "not_applicable")
+    if record.get("transition") != "C→W" or not measured or not coverage:
         return {"category": None, "category_derived": False}
     return {"category": categorize(category_row(diags))["category"], "category_derived": True}
 
@@ -178,6 +181,8 @@ def project(
         "comp_correct": _flag(comp.get("correct")),
         "transition": record.get("transition"),
         **_category(record, diags),
+        # the coverage applicability state (measured, projected, structural, not_applicable, error)
+        "coverage_status": (diags.get("coverage") or {}).get("status"),
         "text_hash": record.get("compressed_text_sha256"),
         # prompt sizes of the untransformed prompt, and the transformed context's share of it
         "n_context_tokens": _number(record.get("n_context_tokens")),

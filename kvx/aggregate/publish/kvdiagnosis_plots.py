@@ -1,0 +1,232 @@
+"""KVDiagnosis's per-workload figures from the ``kvd_*`` tables: Figure 4A (C→W rate by workload and
+setting tier), Figure 5 (C→W rows by task and method), Figure 7 (category shares per workload, paired
+dots) and Figure 10 (C→W rows by method and tier; by task).
+
+Drawn with :mod:`kvx.aggregate.publish.plots`'s helpers, so undefined cells look the same (gray,
+hatched, "N/A"); each function takes one table and an output folder and returns the PNGs it wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from kvx.aggregate.analyse.kvdiagnosis_tables import TIERS
+from kvx.aggregate.analyse.matrix import NO_DIAGNOSTICS
+from kvx.aggregate.publish.plots import (
+    _EXTRA_COLORS,
+    _LINE_COLORS,
+    _MARKERS,
+    CATEGORY_COLORS,
+    CellValue,
+    _category_order,
+    _cells,
+    _count,
+    _figure,
+    _first_seen,
+    _groups,
+    _heat,
+    _missing,
+    _save,
+    _slug,
+)
+
+__all__ = ["FIGURES", "category_dots", "task_bars", "task_heatmap", "tier_bars", "tier_heatmap"]
+
+TIER_LABELS = {
+    "light": "light\n75% / 8b",
+    "intermediate": "intermediate\n50% / 4b",
+    "aggressive": "aggressive\n25% / 2b",
+}
+
+
+def _tier_rate(row: pd.Series) -> CellValue:
+    value = row["cw_rate"]
+    counts = f"{_count(row['n_cw'])}/{_count(row['n_fc'])}"
+    return (np.nan, f"N/A\n{counts}") if _missing(value) else (100 * value, f"{100 * value:.1f}\n{counts}")
+
+
+def tier_heatmap(tiers: pd.DataFrame, out: Path) -> list[Path]:
+    """Figure 4A per reader: rows workloads, columns the three tiers, C→W / FullCache-correct supported
+    pairs pooled over the tier's cells (ThinK at 25% adds to neither)."""
+    if tiers.empty:
+        return []
+    pooled = tiers[tiers["level"] == "workload"]
+    paths = []
+    for (reader,), group in _groups(pooled, ["reader"]):
+        rows = _first_seen(group["workload"])
+        cells = {(k[0], TIER_LABELS[k[1]]): v for k, v in _cells(group, "workload", "tier").items()}
+        fig, (ax,) = _figure(2.0 * len(TIERS) + 3.5, 0.55 * len(rows) + 1.9)
+        vmax = max(10.0, 10 * float(np.ceil(10 * np.nan_to_num(group["cw_rate"].max()))))
+        cols = [TIER_LABELS[t] for t in TIERS]
+        _heat(ax, cells, rows, cols, _tier_rate, "magma_r", (0.0, vmax), "C→W rate (%)")
+        ax.set_xlabel("setting tier (retained share / QuantizedCache bits)")
+        ax.set_title(f"C→W rate by workload and tier (C→W / n_FC) · {reader}", fontsize=10)
+        paths.append(_save(fig, out / f"{_slug('kvd-tier-rate', reader)}.png"))
+    return paths
+
+
+def tier_bars(tiers: pd.DataFrame, out: Path) -> list[Path]:
+    """Figure 10 (left) per workload and reader: C→W rows of each method at each tier. A tier where the
+    method has no supported record is marked N/A, not drawn as 0; cells in no tier are counted in the
+    title (their reasons are in kvd_tiers)."""
+    if tiers.empty:
+        return []
+    cells = tiers[tiers["level"] == "cell"]
+    paths = []
+    for (name, reader), group in _groups(cells, ["workload", "reader"]):
+        placed = group[group["tier"] != ""]
+        if placed.empty:
+            continue
+        sums = placed.groupby(["method", "tier"])[["n_cw", "n_supported"]].sum()
+        methods = _first_seen(placed["method"])
+        fig, (ax,) = _figure(0.9 * len(methods) + 3.0, 4.2)
+        width = 0.8 / len(TIERS)
+        xs = np.arange(len(methods))
+        for i, tier in enumerate(TIERS):
+            heights = []
+            for method in methods:
+                n = sums.loc[(method, tier)] if (method, tier) in sums.index else None
+                defined = n is not None and n["n_supported"] > 0
+                heights.append(float(n["n_cw"]) if defined else np.nan)
+            x = xs + (i - 1) * width
+            ax.bar(
+                x,
+                np.nan_to_num(heights),
+                width,
+                label=TIER_LABELS[tier].replace("\n", " "),
+                color=_LINE_COLORS[i],
+            )
+            for xi, h in zip(x, heights, strict=True):
+                ax.text(
+                    xi,
+                    0 if np.isnan(h) else h,
+                    "N/A" if np.isnan(h) else f"{h:.0f}",
+                    ha="center",
+                    va="bottom",
+                    fontsize=6,
+                    rotation=90,
+                )
+        ax.set_xticks(xs, labels=methods, rotation=30, ha="right")
+        ax.set_ylabel("C→W rows")
+        left_out = int((group["tier"] == "").sum())
+        note = f"; {left_out} cells in no tier (kvd_tiers)" if left_out else ""
+        ax.set_title(f"C→W rows by method and tier · {name} · {reader}{note}", fontsize=10)
+        ax.legend(fontsize=7, frameon=False)
+        paths.append(_save(fig, out / f"{_slug('kvd-tier-bars', name, reader)}.png"))
+    return paths
+
+
+def _task_count(row: pd.Series) -> CellValue:
+    if row["n_supported"] == 0:
+        return np.nan, "N/A"
+    return float(row["n_cw"]), _count(row["n_cw"])
+
+
+def _with_tasks(frame: pd.DataFrame) -> list[tuple[tuple[str, ...], pd.DataFrame]]:
+    """Workload x reader groups with two or more tasks: a task-by-method view of one task says nothing."""
+    return [(k, g) for k, g in _groups(frame, ["workload", "reader"]) if g["task"].nunique() > 1]
+
+
+def task_heatmap(task_failures: pd.DataFrame, out: Path) -> list[Path]:
+    """Figure 5 per workload and reader with two or more tasks: C→W rows by task (numbered variants
+    pooled) and method over all settings: composition counts, not difficulty."""
+    if task_failures.empty:
+        return []
+    paths = []
+    for (name, reader), group in _with_tasks(task_failures):
+        rows, cols = _first_seen(group["task"]), _first_seen(group["method"])
+        fig, (ax,) = _figure(1.0 * len(cols) + 4.0, 0.5 * len(rows) + 2.0)
+        top = max(1.0, float(group["n_cw"].max()))
+        _heat(ax, _cells(group, "task", "method"), rows, cols, _task_count, "magma_r", (0.0, top), "C→W rows")
+        ax.set_xlabel("method (all settings)")
+        ax.tick_params(axis="x", labelrotation=30)
+        ax.set_title(f"C→W rows by task and method · {name} · {reader}", fontsize=10)
+        paths.append(_save(fig, out / f"{_slug('kvd-task-method', name, reader)}.png"))
+    return paths
+
+
+def task_bars(task_failures: pd.DataFrame, out: Path) -> list[Path]:
+    """Figure 10 (right) per workload and reader with two or more tasks: C→W rows per task, every
+    method and setting pooled."""
+    if task_failures.empty:
+        return []
+    paths = []
+    for (name, reader), group in _with_tasks(task_failures):
+        per = group.groupby("task", sort=False)["n_cw"].sum()
+        fig, (ax,) = _figure(7.0, 0.4 * len(per) + 1.6)
+        ys = np.arange(len(per))
+        ax.barh(ys, per.to_numpy(float), color=_LINE_COLORS[0])
+        for y, n in zip(ys, per.to_numpy(), strict=True):
+            ax.text(n, y, f" {n}", va="center", fontsize=7)
+        ax.set_yticks(ys, labels=list(per.index))
+        ax.set_ylim(len(per) - 0.5, -0.5)
+        ax.set_xlabel("C→W rows (every method and setting)")
+        ax.set_title(f"C→W rows by task · {name} · {reader}", fontsize=10)
+        paths.append(_save(fig, out / f"{_slug('kvd-task-bars', name, reader)}.png"))
+    return paths
+
+
+def category_dots(workload_categories: pd.DataFrame, out: Path) -> list[Path]:
+    """Figure 7 per reader: each category's share of a workload's C→W rows, one marker per workload,
+    labelled with its row count; the same category's points joined. Workloads without any categorized
+    C→W row (one N/A row) are named in the title, never drawn at 0."""
+    if workload_categories.empty:
+        return []
+    paths = []
+    for (reader,), group in _groups(workload_categories, ["reader"]):
+        missing = _first_seen(group.loc[group["category"] == NO_DIAGNOSTICS, "workload"])
+        shown = group[group["category"] != NO_DIAGNOSTICS]
+        if shown.empty:
+            continue
+        order = _category_order(shown["category"])
+        ys = {c: i for i, c in enumerate(order)}
+        fig, (ax,) = _figure(8.5, 0.45 * len(order) + 2.2)
+        for category in order:
+            shares = 100 * shown.loc[shown["category"] == category, "share"].astype(float)
+            if len(shares) > 1:
+                ax.plot(
+                    [shares.min(), shares.max()], [ys[category]] * 2, color="#b0b0b0", linewidth=1, zorder=1
+                )
+        for i, (name, part) in enumerate(shown.groupby("workload", sort=False)):
+            n_cw, derived = int(part["n_cw"].iloc[0]), int(part["n_derived"].sum())
+            label = f"{name} (n={n_cw}" + (f", {derived} derived)" if derived else ")")
+            x = 100 * part["share"].to_numpy(float)
+            y = part["category"].map(ys).to_numpy(float)
+            color = (_LINE_COLORS + _EXTRA_COLORS)[i % (len(_LINE_COLORS) + len(_EXTRA_COLORS))]
+            ax.scatter(x, y, marker=_MARKERS[i % len(_MARKERS)], color=color, label=label, zorder=3)
+            offset = 9 if i % 2 == 0 else -11
+            for xi, yi, rows in zip(x, y, part["rows"].to_numpy(), strict=True):
+                ax.annotate(
+                    str(int(rows)),
+                    (xi, yi),
+                    xytext=(0, offset),
+                    textcoords="offset points",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                )
+        ax.set_yticks(range(len(order)), labels=order)
+        for tick, category in zip(ax.get_yticklabels(), order, strict=True):
+            tick.set_color(CATEGORY_COLORS.get(category, "black"))
+        ax.set_ylim(len(order) - 0.5, -0.7)
+        ax.set_xlabel("share of the workload's C→W rows (%)")
+        ax.grid(axis="x", alpha=0.3)
+        note = f"\nno categorized C→W rows: {', '.join(missing)}" if missing else ""
+        ax.set_title(f"Diagnostic categories by workload (labels: rows) · {reader}{note}", fontsize=10)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+        paths.append(_save(fig, out / f"{_slug('kvd-category-dots', reader)}.png"))
+    return paths
+
+
+#: figure key -> (table it draws, function): drawn only when that table exists
+FIGURES: dict[str, tuple[str, Callable[[pd.DataFrame, Path], list[Path]]]] = {
+    "kvd_tier_heatmap": ("kvd_tiers", tier_heatmap),
+    "kvd_tier_bars": ("kvd_tiers", tier_bars),
+    "kvd_task_heatmap": ("kvd_task_failures", task_heatmap),
+    "kvd_task_bars": ("kvd_task_failures", task_bars),
+    "kvd_category_dots": ("kvd_workload_categories", category_dots),
+}
