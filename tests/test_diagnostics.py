@@ -217,7 +217,8 @@ def test_intervention_with_no_boost_reproduces_the_unmodified_output(tiny, engin
 
     c = cell("think", 0.25)  # structural: every position stays addressable in place
     c.task = AlwaysRight()
-    c.diagnostics = [("intervention", Intervention(boost=1.0))]  # log(1) = 0 added to the logits
+    # log(1) = 0 added to the logits; every C→C row, not only the low-EAR cohort's controls
+    c.diagnostics = [("intervention", Intervention(boost=1.0, cohort="all"))]
     records = as_dicts(engine.run_cells([c], tiny, progress=False)[0])
     assert [r["transition"] for r in records] == ["C→C", "C→C"]
     for r in records:
