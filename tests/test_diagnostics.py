@@ -270,10 +270,21 @@ def test_intervention_skips_rows_that_are_not_paired_failures_or_controls(tiny, 
     from kvx.diagnostics.intervention import Intervention
 
     c = cell("tova", 0.5)  # random weights: every FullCache answer is wrong (W→*)
-    c.diagnostics = [("intervention", Intervention())]
+    c.diagnostics = [("intervention", Intervention(cohort="all"))]
     for r in as_dicts(engine.run_cells([c], tiny, progress=False)[0]):
         assert r["transition"].startswith("W")
         assert r["diagnostics"]["intervention"]["status"] == "not_applicable"
+
+
+def test_a_cell_built_in_code_with_the_cohorts_inputs_missing_is_refused_before_it_runs(tiny, engine):
+    from kvx.core.errors import ConfigError
+    from kvx.diagnostics.intervention import Intervention
+
+    c = cell("tova", 0.5)
+    likelihood = registry("diagnostic").get("likelihood")()
+    c.diagnostics = [("likelihood", likelihood), ("intervention", Intervention())]
+    with pytest.raises(ConfigError, match=r"missing before it: coverage, attention"):
+        engine.run_cells([c], tiny, progress=False)
 
 
 def test_intervention_boost_changes_attention_and_sham_is_count_matched():
