@@ -147,7 +147,8 @@ def test_the_intervention_preset_is_the_papers_grid() -> None:
     EAR at the three tiers, 100 sources per subtask (1100 per workload, Table 12)."""
     argv = presets.expand(["+experiment=kvdiagnosis/intervention"], conf_dir())
     assert argv[0] == "--multirun"
-    assert "diagnostics=[coverage,likelihood,attention,intervention]" in argv
+    # the main study's RULER diagnostics (coverage, likelihood, decoding, attention), then the intervention
+    assert "diagnostics=[coverage,likelihood,decoding,attention,intervention]" in argv
     assert "diagnostic_fields.intervention.cohort=low_ear" in argv and "n_sources=100" in argv
     assert "press=streaming_llm,snapkv,tova,keydiff,think,hqq" in argv and "ratio=0.25,0.5,0.75" in argv
     assert "context_tokens=8192,16384" in argv
