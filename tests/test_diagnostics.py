@@ -217,7 +217,8 @@ def test_intervention_with_no_boost_reproduces_the_unmodified_output(tiny, engin
 
     c = cell("think", 0.25)  # structural: every position stays addressable in place
     c.task = AlwaysRight()
-    c.diagnostics = [("intervention", Intervention(boost=1.0))]  # log(1) = 0 added to the logits
+    # log(1) = 0 added to the logits; every C→C row, not only the low-EAR cohort's controls
+    c.diagnostics = [("intervention", Intervention(boost=1.0, cohort="all"))]
     records = as_dicts(engine.run_cells([c], tiny, progress=False)[0])
     assert [r["transition"] for r in records] == ["C→C", "C→C"]
     for r in records:
@@ -228,14 +229,62 @@ def test_intervention_with_no_boost_reproduces_the_unmodified_output(tiny, engin
         assert v["degraded_evidence"] is False and v["boosted_rows"] > 0
 
 
+def test_the_intervention_runs_on_the_c_to_c_rows_with_the_cohorts_signature_only(tiny, engine):
+    """The cohort is read from the record's earlier results: stand-ins for likelihood and attention
+    give ThinK's structural C→C rows the low-EAR-only signature (EAR 0.2) or none (EAR 0.9)."""
+    from kvx.diagnostics.base import Diagnostic, DiagnosticResult
+    from kvx.diagnostics.cache_coverage import Coverage
+    from kvx.diagnostics.intervention import Intervention
+
+    class Stored(Diagnostic):
+        def __init__(self, **values):
+            self.values = values
+
+        def measure(self, context):
+            return DiagnosticResult("measured", dict(self.values))
+
+    class AlwaysRight(NiahSingle):
+        def evaluate(self, answer, source):
+            return Score.of(1.0, answer)
+
+    for ear, expected in ((0.2, "structural"), (0.9, "not_applicable")):
+        c = cell("think", 0.25)
+        c.task = AlwaysRight()
+        c.diagnostics = [
+            ("coverage", Coverage()),
+            ("likelihood", Stored(delta_nll=0.5, top50=0.8)),
+            ("attention", Stored(ear=ear)),
+            ("intervention", Intervention(boost=1.0)),
+        ]
+        for r in as_dicts(engine.run_cells([c], tiny, progress=False)[0]):
+            result = r["diagnostics"]["intervention"]
+            assert r["transition"] == "C→C" and result["status"] == expected, result["reason"]
+            if expected == "structural":
+                values = result["values"]
+                assert values["cohort"] == "low_ear" and values["degraded_evidence"] is False
+            else:
+                assert "rules matched: none" in result["reason"]
+
+
 def test_intervention_skips_rows_that_are_not_paired_failures_or_controls(tiny, engine):
     from kvx.diagnostics.intervention import Intervention
 
     c = cell("tova", 0.5)  # random weights: every FullCache answer is wrong (W→*)
-    c.diagnostics = [("intervention", Intervention())]
+    c.diagnostics = [("intervention", Intervention(cohort="all"))]
     for r in as_dicts(engine.run_cells([c], tiny, progress=False)[0]):
         assert r["transition"].startswith("W")
         assert r["diagnostics"]["intervention"]["status"] == "not_applicable"
+
+
+def test_a_cell_built_in_code_with_the_cohorts_inputs_missing_is_refused_before_it_runs(tiny, engine):
+    from kvx.core.errors import ConfigError
+    from kvx.diagnostics.intervention import Intervention
+
+    c = cell("tova", 0.5)
+    likelihood = registry("diagnostic").get("likelihood")()
+    c.diagnostics = [("likelihood", likelihood), ("intervention", Intervention())]
+    with pytest.raises(ConfigError, match=r"missing before it: coverage, attention"):
+        engine.run_cells([c], tiny, progress=False)
 
 
 def test_intervention_boost_changes_attention_and_sham_is_count_matched():

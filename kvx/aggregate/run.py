@@ -18,6 +18,7 @@ from kvx.aggregate.analyse.audit import audit, with_families
 from kvx.aggregate.analyse.contrast import contrast
 from kvx.aggregate.analyse.cost_frontier import costs, frontier
 from kvx.aggregate.analyse.intervention import intervention
+from kvx.aggregate.analyse.intervention_cohort import intervention_cohort
 from kvx.aggregate.analyse.kvdiagnosis_tables import kvdiagnosis_tables
 from kvx.aggregate.analyse.matched import matched
 from kvx.aggregate.analyse.matrix import categories, failures, matrix
@@ -128,6 +129,7 @@ def analyse(
             put(name, frame)  # KVDiagnosis's per-workload views: Tables 3, 12, 16, Figures 4A, 5, 7, 10
         put("separation", separation(rows, metrics, options.n_boot, options.seed))
         put("intervention", intervention(rows, options.n_boot, options.seed))
+        put("intervention_cohort", intervention_cohort(rows, options.n_boot, options.seed))
         put("contrast", contrast(rows, validated.contrasts))
         tp = tpbench_rows(rows, validated.cells)  # the TPBench answers, labelled once for every table
         tpbench = tpbench_tables(tp, options.n_boot, options.seed)

@@ -15,11 +15,11 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from kvx.cli.config import GROUPS, choices, instantiate
-from kvx.cli.preflight import check_job
+from kvx.cli.preflight import check_job, diagnostic_label, diagnostics_of
 from kvx.core.errors import ConfigError
 from kvx.core.identity import digest
 from kvx.core.records import as_dicts, cell_metrics, cost_metrics, dumps
-from kvx.core.registry import RegistryError, canonical, registry
+from kvx.core.registry import RegistryError, canonical
 from kvx.modeling.heap import PeakMemory
 from kvx.modeling.reader import load_reader, reader_identity
 from kvx.pipeline.cell import Cell
@@ -72,7 +72,7 @@ def build_cell(cfg: DictConfig, typed: dict[str, str]) -> tuple[Cell, Any, dict[
         context_tokens=int(cfg.context_tokens),
         max_new_tokens=type(task).max_new_tokens if cfg.max_new_tokens is None else int(cfg.max_new_tokens),
         query_aware=bool(cfg.query_aware),
-        diagnostics=[(n, registry("diagnostic").get(n)()) for n in cfg.diagnostics or []],
+        diagnostics=diagnostics_of(cfg),
         budget_tokens=None if cfg.budget_tokens is None else int(cfg.budget_tokens),
         transform_name=transform_name,
         transform=transform,
@@ -182,7 +182,7 @@ def _open(
     except (ConfigError, RegistryError) as exc:
         print(f"kvx: {exc}", file=sys.stderr)
         sys.exit(2)
-    diagnostics = ",".join(name for name, _ in cell.diagnostics)
+    diagnostics = ",".join(diagnostic_label(name, d) for name, d in cell.diagnostics)
     chash = digest({"cell": identity.id, "diagnostics": diagnostics})
     client, exp_id = tracking.ensure_experiment(cfg)
     reader_label = reader_cfg.label(names["reader"])

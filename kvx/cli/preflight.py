@@ -11,6 +11,8 @@ also what a job runs on its own config, so both paths accept exactly the same co
 from __future__ import annotations
 
 import copy
+import dataclasses
+import difflib
 import itertools
 import os
 from collections.abc import Iterator, Sequence
@@ -26,6 +28,7 @@ from kvx.cli.config import GROUPS, instantiate, register_configs
 from kvx.core.checks import check_bool, check_int, check_optional_int, check_ratio
 from kvx.core.errors import ConfigError
 from kvx.core.registry import registry
+from kvx.diagnostics.base import Diagnostic, check_order
 from kvx.stores.tags import tracking_uri
 from kvx.transforms.turns import TurnSelection
 
@@ -154,11 +157,7 @@ def check_job(cfg: DictConfig) -> None:
         if key in cfg:
             check_int(key, cfg[key], 0)
     check_optional_int("decode_budget_mb", cfg.get("decode_budget_mb"), 1)
-    diagnostics = cfg.diagnostics if cfg.diagnostics is not None else []
-    if not isinstance(diagnostics, (list, ListConfig)) or not all(isinstance(n, str) for n in diagnostics):
-        raise ConfigError(f"diagnostics={diagnostics!r} must be a list of names, e.g. diagnostics=[coverage]")
-    for name in diagnostics:
-        registry("diagnostic").entry(name)  # names only: a diagnostic's module loads with the run
+    diagnostics_of(cfg)
     plugins = {group: _instantiate(cfg, group) for group in GROUPS if cfg.get(group) is not None}
     for plugin in plugins.values():
         plugin.validate()
@@ -210,6 +209,51 @@ def check_turn_selection(cfg: DictConfig, plugins: dict[str, Any]) -> None:
     transform = plugins.get("transform")
     if transform is not None and not getattr(transform, "identity", False):
         raise ConfigError("turn_selector and transform are both text transforms: choose one (transform=none)")
+
+
+def diagnostics_of(cfg: DictConfig) -> list[tuple[str, Diagnostic]]:
+    """The run's diagnostics in order, each built with its ``diagnostic_fields.<name>`` and checked:
+    known names and fields, valid values, and every diagnostic after those whose results it reads.
+    Diagnostic plugins import no framework when they load, so this loads no model."""
+    names = cfg.diagnostics if cfg.diagnostics is not None else []
+    if not isinstance(names, (list, ListConfig)) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"diagnostics={names!r} must be a list of names, e.g. diagnostics=[coverage]")
+    given = cfg.get("diagnostic_fields") or {}
+    out = []
+    for name in names:
+        cls = registry("diagnostic").get(name)
+        fields = dict(OmegaConf.to_container(given[name])) if given.get(name) else {}  # type: ignore[arg-type]
+        known = [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []
+        for key in fields:
+            if key not in known:
+                close = difflib.get_close_matches(key, known, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ConfigError(
+                    f"diagnostic_fields.{name}.{key}: {name} has no such field "
+                    f"(fields: {', '.join(known) or 'none'}){hint}"
+                )
+        try:
+            out.append((name, cls(**fields)))
+        except ConfigError:
+            raise
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"diagnostic_fields.{name}: {_one_line(exc)}") from None
+    check_order(out)
+    return out
+
+
+def diagnostic_label(name: str, diagnostic: Diagnostic) -> str:
+    """A diagnostic as a run's identity names it: with each field set away from its default, and
+    each field marked ``identity="always"`` (one whose default changed meaning, e.g. the
+    intervention's ``cohort``), so a finished run made otherwise is recomputed, never reused.
+    Fields at their defaults stay out: runs made before fields were configurable keep their name."""
+    shown = {
+        f.name: getattr(diagnostic, f.name)
+        for f in (dataclasses.fields(diagnostic) if dataclasses.is_dataclass(diagnostic) else ())
+        if not f.name.startswith("_")
+        and (f.metadata.get("identity") == "always" or getattr(diagnostic, f.name) != f.default)
+    }
+    return f"{name}({','.join(f'{k}={v}' for k, v in sorted(shown.items()))})" if shown else name
 
 
 def check_known(base: DictConfig, key: str, line: str) -> None:

@@ -8,8 +8,11 @@ a reason, and a failure is an ``error`` result, not a missing field.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
+
+from kvx.core.errors import ConfigError
 
 Status = Literal["measured", "projected", "structural", "not_applicable", "error"]
 STATUSES: tuple[str, ...] = ("measured", "projected", "structural", "not_applicable", "error")
@@ -46,6 +49,26 @@ class Diagnostic(ABC):
 
     risk: ClassVar[dict[str, str]] = {}
 
+    def requires(self) -> tuple[str, ...]:
+        """Diagnostics whose results on the same record this one reads: they must run before it."""
+        return ()
+
     @abstractmethod
     def measure(self, context: Any) -> DiagnosticResult:
         """Measure one supported compressed record, or say why it does not apply."""
+
+
+def check_order(diagnostics: Sequence[tuple[str, Diagnostic]]) -> None:
+    """Refuse a run order in which a diagnostic would read results that are not there yet: its
+    records would silently fall outside what it measures. Raises ConfigError naming a working order."""
+    names = [name for name, _ in diagnostics]
+    for i, (name, diagnostic) in enumerate(diagnostics):
+        needed = diagnostic.requires()
+        missing = [n for n in needed if n not in names[:i]]
+        if missing:
+            order = list(dict.fromkeys([*needed, *(n for n in names if n not in needed)]))
+            raise ConfigError(
+                f"diagnostics=[{','.join(names)}]: {name} reads the results of {', '.join(needed)} on the "
+                f"same record, so they must run before it (missing before it: {', '.join(missing)}); "
+                f"e.g. diagnostics=[{','.join(order)}]"
+            )

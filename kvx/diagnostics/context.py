@@ -33,6 +33,9 @@ class DiagnosticContext:
     correct: Callable[[str], bool]
     #: values earlier diagnostics computed for this record (e.g. gold ranks for decoding)
     shared: dict[str, Any] = field(default_factory=dict)
+    #: stored results of the diagnostics that already ran on this record, by name (the
+    #: intervention's cohort reads Table 4's rules from them)
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @cached_property
     def alignment(self) -> Alignment:

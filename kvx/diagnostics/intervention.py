@@ -5,16 +5,20 @@ Holding the compressed cache and the greedy decoder fixed, ``log(boost)`` is add
 attention logits of the cache rows that hold retained evidence (every layer and KV head), and,
 as a sham, to the same number of deterministic non-evidence rows per layer and head. Each is
 decoded on the eager per-layer attention next to an unboosted eager baseline. C->W rows
-report repairs, C->C rows (the matched safety controls) report degradations.
+report repairs, C->C rows (the matched safety controls) report degradations. Which rows run it
+is ``cohort`` (``kvx.diagnostics.cohort``): by default the paper's low-EAR cohort, read from the
+coverage, likelihood and attention results of the same record.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kvx.core.errors import ConfigError
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
+from kvx.diagnostics.cohort import COHORT_READS, COHORTS, cohort_role
 from kvx.diagnostics.context import DiagnosticContext
 from kvx.modeling.layers import attention_layers
 from kvx.modeling.reader import attn_implementation
@@ -40,16 +44,28 @@ def sham_rows(is_evidence: torch.Tensor) -> torch.Tensor:
 
 @dataclass
 class Intervention(Diagnostic):
-    """Runs on C->W and C->C records; others are not applicable."""
+    """Runs on the cohort's C->W rows and C->C control candidates; others are not applicable."""
 
     boost: float = 4.0
+    #: ``low_ear``: C->W rows matching only Table 4's low-EAR rule and C->C rows of that signature;
+    #: ``all``: every C->W and C->C row (the behaviour before ``cohort`` existed, so a run's identity
+    #: always names it: kvx.cli.preflight.diagnostic_label)
+    cohort: str = field(default="low_ear", metadata={"identity": "always"})
+
+    def __post_init__(self) -> None:
+        if self.cohort not in COHORTS:
+            raise ConfigError(f"intervention cohort={self.cohort!r} is not one of {', '.join(COHORTS)}")
+        if not self.boost > 0:
+            raise ConfigError(f"intervention boost={self.boost!r} must be > 0 (log(boost) is added)")
+
+    def requires(self) -> tuple[str, ...]:
+        return COHORT_READS if self.cohort == "low_ear" else ()
 
     def measure(self, context: DiagnosticContext) -> DiagnosticResult:
         transition = context.record.get("transition")
-        if transition not in ("C→W", "C→C"):
-            return DiagnosticResult(
-                "not_applicable", reason=f"intervention targets C→W rows and C→C controls, not {transition}"
-            )
+        role, reason = cohort_role(self.cohort, transition, context.results)
+        if role is None:
+            return DiagnosticResult("not_applicable", reason=reason)
         run = context.run
         retained = run.retained
         # structural methods (ThinK, HQQ) keep every position addressable in place: rows = positions
@@ -82,6 +98,7 @@ class Intervention(Diagnostic):
             }
         values = {f"{arm}_{k}": v for arm, o in outcomes.items() for k, v in o.items()}
         values["boost"] = self.boost
+        values["cohort"] = self.cohort
         values["boosted_rows"] = int(sum(int(b.sum()) for b in boosted))
         if transition == "C→W":
             # a repair counts only where the eager baseline reproduces the failure

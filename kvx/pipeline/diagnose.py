@@ -44,7 +44,8 @@ def diagnose(
     tracer: Tracer | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """Results by name and, for a C→W record, its category."""
-    out = {}
+    out: dict[str, Any] = {}
+    context.results = out  # each diagnostic sees those before it, as stored
     for name, diagnostic in diagnostics:
         with (tracer or Tracer()).stage(f"diagnostic:{name}") as span:
             if transformed and name in SAME_PROMPT:

@@ -21,6 +21,7 @@ from kvx.core.errors import ConfigError
 from kvx.core.lru import ByteLRU
 from kvx.core.records import Record, validate
 from kvx.core.source import Source
+from kvx.diagnostics.base import check_order
 from kvx.modeling import attention
 from kvx.modeling.capture import CaptureCache
 from kvx.modeling.compressed import Caches
@@ -96,6 +97,8 @@ class Engine:
         that was stopped resumes at the sources it reached (unless ``resume`` is false).
         ``release`` (default: with more than one cell) drops each source's capture once it is
         done instead of keeping it in the LRU for cells a caller runs later."""
+        for cell in cells:  # a cell built in code skips the CLI's check: refuse it before any source runs
+            check_order(cell.diagnostics)
         release = len(cells) > 1 if release is None else release
         hashes = config_hashes or [None] * len(cells)
         tracers = tracers or [Tracer() for _ in cells]

@@ -1,3 +1,3 @@
 """Analyses over the validated rows: the matrix and failure sets, matched comparisons, separation,
-intervention, contrast, the reader-upgrade audit and its statistics, the cost frontier, and the
+intervention and its cohort, contrast, the reader-upgrade audit and its statistics, the cost frontier, and the
 TPBench tables."""

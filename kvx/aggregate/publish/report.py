@@ -146,9 +146,12 @@ SECTIONS: tuple[Section, ...] = (
         "count-matched sham. Repair rate = repaired / n_reproduced for each arm; paired_diff = evidence − "
         "sham with its paired interval, and the McNemar p-value uses the discordant rows (evidence_only, "
         "sham_only). Degradation rate = degraded / n_cc_controls, the matched C→C controls the same "
-        "intervention turns wrong.",
+        "intervention turns wrong. intervention_cohort: the same per Table 4 signature of the C→W rows "
+        "(low_ear_candidate is the paper's cohort: rows matching only the low-EAR rule), with the C→C "
+        "controls matched per cell and signature, as many as the cell's reproduced rows by a seeded "
+        "draw (n_cc_matched of n_cc_candidates).",
         (),
-        ("intervention",),
+        ("intervention", "intervention_cohort"),
         "no intervention records in the selected runs",
     ),
     Section(

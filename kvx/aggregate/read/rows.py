@@ -211,6 +211,8 @@ def project(
     iv_ok = iv.get("status") in VALID
     for name in INTERVENTION_FIELDS:
         row[f"iv_{name}"] = _flag(iv.get("values", {}).get(name)) if iv_ok else NAN
+    # the Table 4 signature of a row the intervention measured, C→C rows too: its cohort and controls
+    row["iv_signature"] = categorize(category_row(diags))["category"] if iv_ok else None
     return row
 
 
