@@ -18,6 +18,7 @@ from kvx.aggregate.analyse.audit import audit, with_families
 from kvx.aggregate.analyse.contrast import contrast
 from kvx.aggregate.analyse.cost_frontier import costs, frontier
 from kvx.aggregate.analyse.intervention import intervention
+from kvx.aggregate.analyse.kvdiagnosis_release import kvdiagnosis_tables
 from kvx.aggregate.analyse.matched import matched
 from kvx.aggregate.analyse.matrix import categories, failures, matrix
 from kvx.aggregate.analyse.separation import separation
@@ -27,6 +28,7 @@ from kvx.aggregate.analyse.tpbench_gaps import tpbench_gap_tables
 from kvx.aggregate.analyse.tpbench_tables import paper_tables
 from kvx.aggregate.read.cells import label_cells, with_varying
 from kvx.aggregate.read.problems import Problem
+from kvx.aggregate.read.release_tables import release_tables
 from kvx.aggregate.read.rows import with_ids
 from kvx.aggregate.read.sources import CONTROL_SUFFIX, Batch, Source, stem
 from kvx.aggregate.read.validation import Validated, cross_check, validate_batch
@@ -47,6 +49,7 @@ class Options:
     export: Path | None = None  # also write every batch as a record directory
     progress: bool = True
     workers: int | None = None  # processes reading batches and drawing figures (None: every CPU)
+    cases: int = 1  # KVDiagnosis paired cases (Figure 8 / Table 15) per task and category
 
 
 @dataclass
@@ -134,6 +137,10 @@ def analyse(
             put(name, frame)  # Tables 7, 9, 10, 15, 23 and §6.3: each only when its probe or method ran
         for name, frame in tpbench_gap_tables(tp, tpbench).items():
             put(name, frame)  # §6.1.2 crossover, Table 8 gaps, Appendix B token scaling
+        release = release_tables(source)  # KVDiagnosis release tables next to imported records
+        source.notes.extend(release.notes)
+        for name, frame in kvdiagnosis_tables(rows, release, options.cases).items():
+            put(name, frame)  # Figures 8, 9B, 12; Tables 5, 13-15
         audit_rows = [rows]
         for before, after in options.swaps:
             swap, found = swapped(rows, before, after)

@@ -177,6 +177,10 @@ def project(
         "comp_score": _number(comp.get("score")),
         "comp_correct": _flag(comp.get("correct")),
         "transition": record.get("transition"),
+        # KVDiagnosis paired cases (Figure 8 / Table 15) and structural N/A (Table 14) read these three
+        "comp_output": comp.get("output"),
+        "references": " | ".join(map(str, record.get("references") or [])) or None,
+        "coverage_status": (diags.get("coverage") or {}).get("status"),
         **_category(record, diags),
         "text_hash": record.get("compressed_text_sha256"),
         # prompt sizes of the untransformed prompt, and the transformed context's share of it
