@@ -156,3 +156,20 @@ def test_one_reader_is_not_applicable() -> None:
     out = slot_ecov_rank(cells)
     assert list(out["status"]) == ["not_applicable"] and "needs two" in out["reason"].iloc[0]
     assert np.isnan(out["rho"].iloc[0])
+
+
+def test_chosen_sources_are_added() -> None:
+    rows = pd.DataFrame(
+        [
+            row("a", "partial_mapped_coverage", source_id="hotpotqa_000076", ecov=0.7, delta_nll=0.4),
+            row("b", "partial_mapped_coverage", source_id="other", ecov=0.5, delta_nll=1.0),
+            row("c", "low_mapped_coverage", source_id="hotpotqa_000076", transition="C→C", ecov=0.0),
+        ]
+    )
+    out = cases(rows, 1, chosen=["hotpotqa_000076"])
+    # the most extreme partial-coverage row is b; the chosen source adds its one C→W row (a), not the C→C c
+    assert list(zip(out["key"], out["rank"], out["rule"], strict=True)) == [
+        ("b", 1, "lowest ecov, then highest delta_nll"),
+        ("a", 0, "chosen"),
+    ]
+    assert list(out["category_rows"]) == [2, 2]

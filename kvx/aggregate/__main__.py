@@ -64,6 +64,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--cases", type=int, default=1, help="KVDiagnosis paired cases per task and category (default 1)"
     )
+    p.add_argument(
+        "--case", action="append", default=[], help="SOURCE_ID: also show its C→W rows as cases (repeatable)"
+    )
     p.add_argument("--strict", action="store_true", help="exit 1 when validation finds any problem")
     p.add_argument("--close-stale", action="store_true", help="mark sweep runs left RUNNING as KILLED")
     p.add_argument("--export-records", type=Path, help="also write the records read as a record directory")
@@ -133,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         progress=not args.quiet,
         workers=args.workers,
         cases=args.cases,
+        case_sources=args.case,
     )
     out = args.out or Path("outputs") / "aggregate" / time.strftime("%Y%m%d-%H%M%S")
     if args.scores:

@@ -50,6 +50,7 @@ class Options:
     progress: bool = True
     workers: int | None = None  # processes reading batches and drawing figures (None: every CPU)
     cases: int = 1  # KVDiagnosis paired cases (Figure 8 / Table 15) per task and category
+    case_sources: list[str] = field(default_factory=list)  # sources whose C→W rows are shown as cases too
 
 
 @dataclass
@@ -139,7 +140,7 @@ def analyse(
             put(name, frame)  # §6.1.2 crossover, Table 8 gaps, Appendix B token scaling
         release = release_tables(source)  # KVDiagnosis release tables next to imported records
         source.notes.extend(release.notes)
-        for name, frame in kvdiagnosis_tables(rows, release, options.cases).items():
+        for name, frame in kvdiagnosis_tables(rows, release, options.cases, options.case_sources).items():
             put(name, frame)  # Figures 8, 9B, 12; Tables 5, 13-15
         audit_rows = [rows]
         for before, after in options.swaps:

@@ -11,10 +11,13 @@ case is reproducible from the records alone:
 - every other category (drifts, conflicting, ambiguous): largest ΔNLL (Figure 8's ThinK case).
 
 Ties go to the record key. A row whose sort values are all N/A ranks last, never dropped silently: the
-table counts the category's rows.
+table counts the category's rows. Sources named with ``--case`` add every C->W row of theirs (rank 0,
+rule "chosen"), so the paper's hand-picked cases (e.g. HotpotQA's ``hotpotqa_000076``) can be shown too.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -56,8 +59,9 @@ def _rule_text(rule: tuple[tuple[str, bool], ...]) -> str:
     return ", then ".join(f"{'lowest' if asc else 'highest'} {col}" for col, asc in rule)
 
 
-def cases(rows: pd.DataFrame, n: int = 1) -> pd.DataFrame:
-    """The ``n`` most extreme C->W rows of every (task, category)."""
+def cases(rows: pd.DataFrame, n: int = 1, chosen: Sequence[str] = ()) -> pd.DataFrame:
+    """The ``n`` most extreme C->W rows of every (task, category), then every C->W row of the ``chosen``
+    sources (by source id)."""
     cw = rows[(rows["transition"] == CW) & rows["category"].notna()].copy()
     for column in ("err", "ecov", "delta_nll", "kl", "top50", "ear"):
         if column not in cw:
@@ -81,4 +85,9 @@ def cases(rows: pd.DataFrame, n: int = 1) -> pd.DataFrame:
                     "rule": _rule_text(rule),
                 }
             )
+    picked = cw[cw["source_id"].isin(list(chosen))].sort_values("key")
+    sizes = cw.groupby(["task", "category"]).size()
+    for _, row in picked.iterrows():
+        size = int(sizes[(row["task"], row["category"])])
+        out.append({**{c: row.get(c) for c in COLUMNS}, "rank": 0, "category_rows": size, "rule": "chosen"})
     return pd.DataFrame(out, columns=list(COLUMNS))

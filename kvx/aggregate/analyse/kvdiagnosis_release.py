@@ -5,6 +5,8 @@ category (a KVDiagnosis-style run or import) or release tables sit next to them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pandas as pd
 
 from kvx.aggregate.analyse.kvdiagnosis_audit import pyramidkv_pairs, release_audit
@@ -14,13 +16,15 @@ from kvx.aggregate.analyse.kvdiagnosis_rank import slot_ecov_cells, slot_ecov_ra
 from kvx.aggregate.read.release_tables import ReleaseTables
 
 
-def kvdiagnosis_tables(rows: pd.DataFrame, release: ReleaseTables, n_cases: int) -> dict[str, pd.DataFrame]:
+def kvdiagnosis_tables(
+    rows: pd.DataFrame, release: ReleaseTables, n_cases: int, chosen: Sequence[str] = ()
+) -> dict[str, pd.DataFrame]:
     categorized = "category" in rows and bool(rows.loc[rows["transition"] == "C→W", "category"].notna().any())
     if not categorized and release.demand.empty and release.audit is None:
         return {}
     cells = slot_ecov_cells(rows)
     return {
-        "kvd_cases": cases(rows, n_cases),
+        "kvd_cases": cases(rows, n_cases, chosen),
         **demand_tables(rows, release),
         "kvd_slot_ecov_cells": cells,
         "kvd_slot_ecov_rank": slot_ecov_rank(cells),
