@@ -111,3 +111,42 @@ def test_missing_release_tables_are_notes(tmp_path: Path, capsys: pytest.Capture
     notes = json.loads((out / "import_manifest.json").read_text())["release_tables"]["notes"]
     assert len(notes) == 2 and "no context-demand labels imported" in notes[0]
     assert "no context-demand labels imported" in capsys.readouterr().out
+
+
+def test_jsonl_demand_rows_and_bad_rows(tmp_path: Path) -> None:
+    from kvx.importers import BadInput
+    from kvx.importers.kvdiagnosis_tables import import_side_tables, release_key
+
+    folder = tmp_path / "data/context_demand"
+    folder.mkdir(parents=True)
+    good = {
+        "sample_id": "vt_000001",
+        "method_name": "TOVAPress",
+        "retained_budget": 0.5,
+        "official_task_name": "vt",
+    }
+    good |= {
+        "evidence_presence_score": 3,
+        "logit_stability_demand_score": 0.667,
+        "attention_accessibility_demand_score": None,
+    }
+    (folder / "ruler8k_context_demand_dataset.jsonl").write_text(json.dumps(good) + "\n")
+    keys = {release_key("ruler8k", "vt_000001", "TOVAPress", 0.5): "ruler8k/vt_000001/key"}
+    out = tmp_path / "out"
+    out.mkdir()
+    report = import_side_tables(tmp_path / "data", keys, out)
+    [row] = [json.loads(line) for line in (out / "context_demand.jsonl").read_text().splitlines()]
+    assert row["record_key"] == "ruler8k/vt_000001/key" and row["task_name"] == "vt"
+    assert row["labels"]["evidence_presence"] == 3.0 and row["labels"]["cue_integrity"] is None
+    assert row["distribution_demand"] == 0.667 and row["access_demand"] is None
+    assert report["notes"] == [
+        "no audits/pyramidkv_adapter_audit.json in the release: no PyramidKV adapter audit imported"
+    ]
+    bad = dict(good, sample_id="")
+    (folder / "ruler8k_context_demand_dataset.jsonl").write_text(
+        json.dumps(good) + "\n" + json.dumps(bad) + "\n"
+    )
+    with pytest.raises(
+        BadInput, match=r"ruler8k_context_demand_dataset.jsonl:2: a context-demand row has no sample_id"
+    ):
+        import_side_tables(tmp_path / "data", keys, out)
