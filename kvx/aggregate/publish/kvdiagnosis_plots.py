@@ -93,7 +93,7 @@ def slot_ecov_plot(cells: pd.DataFrame, out: Path) -> list[Path]:
             np.arange(len(compressors)) + width * (len(readers) - 1) / 2, labels=compressors, rotation=30
         )
         ax.set_ylim(0, 1)
-        ax.set_title(f"setting {setting}", fontsize=9)
+        ax.set_title(f"setting {setting} (a ratio is the share removed)", fontsize=9)
     axes[0].set_ylabel("mean slot ECov (C→W, mapped)")
     axes[0].legend(fontsize=7)
     return [_save(fig, out / "kvd_slot_ecov.png")]

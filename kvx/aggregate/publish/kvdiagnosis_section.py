@@ -18,7 +18,8 @@ FIGURES = ("kvd_demand_profile", "kvd_slot_ecov")
 EXPLANATION = (
     "kvd_cases (Figure 8 / Table 15) = per task and diagnostic category, the --cases most extreme C→W "
     "rows on the category's signature (rule column; low/partial coverage: lowest ECov; low-EAR: lowest "
-    "EAR; decoding/scoring: smallest |ΔNLL|; others: largest ΔNLL), FullCache output beside the "
+    "EAR; decoding/scoring: smallest |ΔNLL|; others: largest ΔNLL; rank 0: a --case source's C→W rows), "
+    "FullCache output beside the "
     "compressed one, the references and the diagnostics; category_rows = the category's C→W rows. "
     "kvd_demand_tasks (Table 13) = the C→W rows that carry the KVDiagnosis release's context-demand labels, "
     "by RULER task group; kvd_demand_settings (Table 14) = every task, compressor and setting. Diagnostic "
