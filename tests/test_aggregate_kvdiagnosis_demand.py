@@ -37,7 +37,7 @@ def row(key: str, **values: object) -> dict[str, object]:
         "compressor": "snapkv",
         "setting": "0.75",
         "coverage_status": "measured",
-        "comp_output": None,
+        "comp_output_hash": NAN,
         "comp_score": NAN,
         "comp_correct": NAN,
         **{m: NAN for m in ("err", "ecov", "delta_nll", "kl", "top50", "ear")},
@@ -153,27 +153,45 @@ def test_pyramidkv_pairs_from_records() -> None:
     both = {"setting": "0.5", "coverage_status": "measured"}
     rows = pd.DataFrame(
         [
-            row("a/s", compressor="snapkv", comp_output="x", comp_score=1.0, delta_nll=0.5, ecov=0.4, **both),
             row(
-                "a/p",
-                compressor="pyramidkv",
-                comp_output="x",
+                "a/s",
+                compressor="snapkv",
+                comp_output_hash=7.0,
                 comp_score=1.0,
                 delta_nll=0.5,
                 ecov=0.4,
                 **both,
             ),
-            row("b/s", compressor="snapkv", comp_output="y", comp_score=0.0, delta_nll=1.0, ecov=0.2, **both),
+            row(
+                "a/p",
+                compressor="pyramidkv",
+                comp_output_hash=7.0,
+                comp_score=1.0,
+                delta_nll=0.5,
+                ecov=0.4,
+                **both,
+            ),
+            row(
+                "b/s",
+                compressor="snapkv",
+                comp_output_hash=8.0,
+                comp_score=0.0,
+                delta_nll=1.0,
+                ecov=0.2,
+                **both,
+            ),
             row(
                 "b/p",
                 compressor="pyramidkv",
-                comp_output="z",
+                comp_output_hash=9.0,
                 comp_score=0.0,
                 delta_nll=2.0,
                 ecov=NAN,
                 **both,
             ),
-            row("c/s", compressor="snapkv", comp_output="w", comp_score=0.0, **both),  # no pyramidkv pair
+            row(
+                "c/s", compressor="snapkv", comp_output_hash=10.0, comp_score=0.0, **both
+            ),  # no pyramidkv pair
         ]
     )
     out = pyramidkv_pairs(rows).iloc[0]
@@ -183,7 +201,7 @@ def test_pyramidkv_pairs_from_records() -> None:
     assert (out["delta_nll_compared"], out["delta_nll_equal"]) == (2, 1)
     assert (out["ecov_compared"], out["ecov_equal"]) == (1, 1)  # b's PyramidKV ECov is N/A: not compared
     assert not out["all_outputs_equal"] and out["example_source"] == "a"
-    assert out["snapkv_output_sha256"] == "2d711642b7"  # sha256("x")[:10]
+    assert out["snapkv_output_hash"] == "0000000000007" and out["pyramidkv_output_hash"] == "0000000000007"
     missing = pyramidkv_pairs(rows[rows["compressor"] == "snapkv"])
     assert missing["status"].iloc[0] == "not_applicable" and "pyramidkv" in missing["reason"].iloc[0]
 

@@ -13,7 +13,6 @@ published: its representative pairs (Table 5's rows) and its per-field equality 
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import numpy as np
@@ -23,7 +22,7 @@ PAIR = ("snapkv", "pyramidkv")
 KEYS = ["task", "reader", "revision", "setting", "seed", "source_id"]
 #: compared field -> row column
 FIELDS = {
-    "output": "comp_output",
+    "output": "comp_output_hash",  # a 52-bit hash of the output (kvx.aggregate.read.rows)
     "score": "comp_score",
     "correct": "comp_correct",
     "delta_nll": "delta_nll",
@@ -32,8 +31,8 @@ FIELDS = {
 NO_INDICES = "kvx records do not keep retained indices; ECov (computed from them) stands in"
 
 
-def _sha(text: Any) -> str | None:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:10] if isinstance(text, str) else None
+def _hex(value: Any) -> str | None:
+    return None if pd.isna(value) else f"{int(value):013x}"
 
 
 def _equal(a: pd.Series, b: pd.Series) -> tuple[int, int]:
@@ -69,8 +68,8 @@ def pyramidkv_pairs(rows: pd.DataFrame) -> pd.DataFrame:
             )
         first = part.sort_values("source_id").iloc[0]
         row["example_source"] = first["source_id"]
-        row["snapkv_output_sha256"] = _sha(first.get("comp_output_snapkv"))
-        row["pyramidkv_output_sha256"] = _sha(first.get("comp_output_pyramidkv"))
+        row["snapkv_output_hash"] = _hex(first.get("comp_output_hash_snapkv"))
+        row["pyramidkv_output_hash"] = _hex(first.get("comp_output_hash_pyramidkv"))
         compared, equal = row["output_compared"], row["output_equal"]
         row["all_outputs_equal"] = compared > 0 and equal == compared
         row["indices"] = "N/A"
