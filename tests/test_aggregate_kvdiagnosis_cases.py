@@ -177,12 +177,12 @@ def test_chosen_sources_are_added() -> None:
 
 
 def test_output_hash_and_case_text() -> None:
-    from kvx.aggregate.read.rows import CASE_CHARS, _case_text, _text_hash
+    from kvx.aggregate.read.rows import CASE_CHARS, _text_hash, case_text
 
     # blake2b-64 of "x", its top 52 bits: exact as a float
     expected = int.from_bytes(hashlib.blake2b(b"x", digest_size=8).digest(), "big") >> 12
     assert _text_hash("x") == float(expected) and int(_text_hash("x")) == expected < 2**52
     assert _text_hash("x") != _text_hash("y") and math.isnan(_text_hash(None))
-    assert _case_text("short") == "short" and _case_text(None) is None
+    assert case_text("short") == "short" and case_text(None) is None
     long = "a" * (CASE_CHARS + 5)
-    assert _case_text(long) == "a" * CASE_CHARS + " … [+5 chars]"
+    assert case_text(long) == "a" * CASE_CHARS + " … [+5 chars]"

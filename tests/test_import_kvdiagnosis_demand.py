@@ -47,6 +47,7 @@ def _demand_csv(path: Path) -> None:
 def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = make_release(tmp_path_factory.mktemp("KVDiagnosis"))
     _demand_csv(root / "data/context_demand/ruler8k_context_demand_dataset.csv")
+    (root / "data/context_demand/validation_report.json").write_text(json.dumps({"rows": 3}))  # agrees
     (root / "data/audits").mkdir()
     (root / "data/audits/pyramidkv_adapter_audit.json").write_text(json.dumps(AUDIT), encoding="utf-8")
     out = tmp_path_factory.mktemp("imported") / "kvdiagnosis"
@@ -131,6 +132,7 @@ def test_jsonl_demand_rows_and_bad_rows(tmp_path: Path) -> None:
         "attention_accessibility_demand_score": None,
     }
     (folder / "ruler8k_context_demand_dataset.jsonl").write_text(json.dumps(good) + "\n")
+    (folder / "validation_report.json").write_text(json.dumps({"rows": 5970}))
     keys = {release_key("ruler8k", "vt_000001", "TOVAPress", 0.5): "ruler8k/vt_000001/key"}
     out = tmp_path / "out"
     out.mkdir()
@@ -140,7 +142,8 @@ def test_jsonl_demand_rows_and_bad_rows(tmp_path: Path) -> None:
     assert row["labels"]["evidence_presence"] == 3.0 and row["labels"]["cue_integrity"] is None
     assert row["distribution_demand"] == 0.667 and row["access_demand"] is None
     assert report["notes"] == [
-        "no audits/pyramidkv_adapter_audit.json in the release: no PyramidKV adapter audit imported"
+        "1 context-demand rows read, validation_report.json states 5970",
+        "no audits/pyramidkv_adapter_audit.json in the release: no PyramidKV adapter audit imported",
     ]
     bad = dict(good, sample_id="")
     (folder / "ruler8k_context_demand_dataset.jsonl").write_text(

@@ -66,6 +66,17 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def _count_check(path: Path, rows: int) -> list[str]:
+    """A note when the release's validation report states another row count (or cannot be read)."""
+    if not path.is_file():
+        return []
+    try:
+        stated = json.loads(path.read_text(encoding="utf-8")).get("rows")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        return [f"{path.name} is not readable JSON: the demand row count is not checked"]
+    return [] if stated == rows else [f"{rows} context-demand rows read, {path.name} states {stated}"]
+
+
 def release_key(dataset: str, sample: Any, method: Any, retained: Any) -> ReleaseKey:
     budget = _number(retained)
     return dataset, str(sample), str(method), None if budget is None else round(budget, 6)
@@ -124,6 +135,7 @@ def import_side_tables(data: Path, keys: dict[ReleaseKey, str], out: Path) -> di
         )
         if joined < len(rows):
             report["notes"].append(f"{len(rows) - joined} context-demand rows match no imported run")
+        report["notes"].extend(_count_check(data / DEMAND_DIR / "validation_report.json", len(rows)))
     audit = data / AUDIT_FILE
     if audit.is_file():
         shutil.copyfile(audit, out / AUDIT_OUT)

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from kvx.aggregate.read.rows import case_text
+
 CW = "C→W"
 #: category -> (column, ascending) sort keys; ``abs_delta_nll`` is |ΔNLL|
 RULES: dict[str, tuple[tuple[str, bool], ...]] = {
@@ -67,6 +69,7 @@ def cases(rows: pd.DataFrame, n: int = 1, chosen: Sequence[str] = ()) -> pd.Data
         if column not in cw:
             cw[column] = np.nan
     cw["abs_delta_nll"] = cw["delta_nll"].abs()
+    cw["full_output"] = cw["full_output"].map(case_text)  # comp_output is capped the same way in the rows
     out = []
     for (task, category), part in cw.groupby(["task", "category"], sort=True):
         rule = RULES.get(str(category), DEFAULT_RULE)

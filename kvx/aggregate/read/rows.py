@@ -85,7 +85,7 @@ def _flag(value: Any) -> float:
 CASE_CHARS = 1000  # a case shows this much of a compressed output; the record keeps all of it
 
 
-def _case_text(text: Any) -> str | None:
+def case_text(text: Any) -> str | None:
     if not isinstance(text, str):
         return None
     return text if len(text) <= CASE_CHARS else f"{text[:CASE_CHARS]} … [+{len(text) - CASE_CHARS} chars]"
@@ -198,7 +198,7 @@ def project(
         "transition": record.get("transition"),
         # KVDiagnosis paired cases (Figure 8 / Table 15), the PyramidKV audit (Table 5) and structural N/A
         # (Table 14): the compressed output of C→W rows only (the cases), a 52-bit hash of every one
-        "comp_output": _case_text(comp.get("output")) if record.get("transition") == "C→W" else None,
+        "comp_output": case_text(comp.get("output")) if record.get("transition") == "C→W" else None,
         "comp_output_hash": _text_hash(comp.get("output")),
         "references": " | ".join(map(str, record.get("references") or [])) or None,
         "coverage_status": (diags.get("coverage") or {}).get("status"),
