@@ -74,7 +74,7 @@ def test_most_extreme_case_per_category() -> None:
     )
     one = cases(rows, 1).set_index("category")
     assert one.loc["low_mapped_coverage", "key"] == "c"
-    assert one.loc["low_mapped_coverage", "category_rows"] == 4  # a, b, c, d (k is C→C)
+    assert one.loc["low_mapped_coverage", "n_category_rows"] == 4  # a, b, c, d (k is C→C)
     assert one.loc["low_mapped_coverage", "rule"] == "lowest ecov, then highest delta_nll"
     assert one.loc["structural_position_drift", "key"] == "e"
     assert one.loc["structural_position_drift", "delta_nll"] == pytest.approx(15.435)
@@ -146,7 +146,7 @@ def test_slot_ecov_rank_correlation() -> None:
     assert ("a", "think", "0.5") not in mean.index
     rank = slot_ecov_rank(cells).set_index(["reader_a", "reader_b"])
     assert rank.loc[("a", "b"), "rho"] == pytest.approx(0.8)
-    assert rank.loc[("a", "b"), "cells"] == 4 and rank.loc[("a", "b"), "status"] == "ok"
+    assert rank.loc[("a", "b"), "n_cells"] == 4 and rank.loc[("a", "b"), "status"] == "ok"
     assert 0 < rank.loc[("a", "b"), "p"] <= 1
     assert rank.loc[("a", "c"), "status"] == "not_applicable" and math.isnan(rank.loc[("a", "c"), "rho"])
     assert "2 shared" in rank.loc[("a", "c"), "reason"]
@@ -173,7 +173,7 @@ def test_chosen_sources_are_added() -> None:
         ("b", 1, "lowest ecov, then highest delta_nll"),
         ("a", 0, "chosen"),
     ]
-    assert list(out["category_rows"]) == [2, 2]
+    assert list(out["n_category_rows"]) == [2, 2]
 
 
 def test_output_hash_and_case_text() -> None:

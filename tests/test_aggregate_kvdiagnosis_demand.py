@@ -102,7 +102,7 @@ def test_table_13_by_task() -> None:
     tasks = demand_tables(ROWS, RELEASE)["kvd_demand_tasks"].set_index("task")
     assert list(tasks.index) == ["CWE", "Single NIAH"]
     single = tasks.loc["Single NIAH"]
-    assert single["rows"] == 3 and single["sources"] == 2  # s1 (twice) and s2
+    assert single["rows"] == 3 and single["n_sources"] == 2  # s1 (twice) and s2
     assert single["ecov"] == pytest.approx((0.1 + 0.3) / 2) and single["n_ecov"] == 2  # think: structural N/A
     assert single["err"] == pytest.approx((0.2 + 0.4) / 2)
     assert single["delta_nll"] == pytest.approx((3.0 + 1.0 + 8.0) / 3)
@@ -195,11 +195,11 @@ def test_pyramidkv_pairs_from_records() -> None:
         ]
     )
     out = pyramidkv_pairs(rows).iloc[0]
-    assert out["pairs"] == 2
-    assert (out["output_compared"], out["output_equal"]) == (2, 1)
-    assert (out["score_compared"], out["score_equal"]) == (2, 2)
-    assert (out["delta_nll_compared"], out["delta_nll_equal"]) == (2, 1)
-    assert (out["ecov_compared"], out["ecov_equal"]) == (1, 1)  # b's PyramidKV ECov is N/A: not compared
+    assert out["n_pairs"] == 2
+    assert (out["n_output_compared"], out["n_output_equal"]) == (2, 1)
+    assert (out["n_score_compared"], out["n_score_equal"]) == (2, 2)
+    assert (out["n_delta_nll_compared"], out["n_delta_nll_equal"]) == (2, 1)
+    assert (out["n_ecov_compared"], out["n_ecov_equal"]) == (1, 1)  # b's PyramidKV ECov is N/A: not compared
     assert not out["all_outputs_equal"] and out["example_source"] == "a"
     assert out["snapkv_output_hash"] == "0000000000007" and out["pyramidkv_output_hash"] == "0000000000007"
     missing = pyramidkv_pairs(rows[rows["compressor"] == "snapkv"])
@@ -242,5 +242,5 @@ def test_release_audit_table() -> None:
     assert pairs.loc["cwe_000000", "output_hash"] == "d1626650b9" and pairs.loc["cwe_000000", "equal"]
     assert not pairs.loc["hotpotqa_000000", "equal"] and not pairs.loc["hotpotqa_000000", "hashes_identical"]
     fields = out[out["kind"] == "field"].set_index("field")
-    assert fields.loc["score", "equal_pairs"] == 3 and fields.loc["score", "pairs"] == 4
+    assert fields.loc["score", "n_equal_pairs"] == 3 and fields.loc["score", "n_pairs"] == 4
     assert release_audit(None)["status"].iloc[0] == "not_applicable"

@@ -94,14 +94,14 @@ def test_aggregate_reads_the_demand_labels(imported: Path, tmp_path: Path) -> No
     assert aggregate([*args, "--boot", "20", "--splits", "20", "--workers", "1"]) == 0
     with (report / "kvd_demand_tasks.csv").open() as fh:
         [single] = list(csv.DictReader(fh))
-    assert single["task"] == "Single NIAH" and single["rows"] == "2" and single["sources"] == "1"
+    assert single["task"] == "Single NIAH" and single["rows"] == "2" and single["n_sources"] == "1"
     assert float(single["ecov"]) == pytest.approx(0.125) and single["n_ecov"] == "1"  # QuantizedCache: N/A
     assert float(single["delta_nll"]) == pytest.approx(1.25)
     assert float(single["distribution_demand"]) == pytest.approx((2.0 + 1.0) / 2)
     assert float(single["access_demand"]) == pytest.approx(3.0) and single["n_access_demand"] == "1"
     with (report / "kvd_pyramidkv_release.csv").open() as fh:
         [field] = list(csv.DictReader(fh))
-    assert field["field"] == "raw_output" and field["equal_pairs"] == "2"
+    assert field["field"] == "raw_output" and field["n_equal_pairs"] == "2"
 
 
 def test_missing_release_tables_are_notes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -58,19 +58,19 @@ def pyramidkv_pairs(rows: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame([{"task": None, "status": "not_applicable", "reason": reason}])
     out = []
     for (task, reader, setting), part in pairs.groupby(["task", "reader", "setting"], sort=True):
-        row: dict[str, Any] = {"task": task, "reader": reader, "setting": setting, "pairs": len(part)}
+        row: dict[str, Any] = {"task": task, "reader": reader, "setting": setting, "n_pairs": len(part)}
         for name, column in FIELDS.items():
             if column not in columns:
-                row[f"{name}_compared"], row[f"{name}_equal"] = 0, 0
+                row[f"n_{name}_compared"], row[f"n_{name}_equal"] = 0, 0
                 continue
-            row[f"{name}_compared"], row[f"{name}_equal"] = _equal(
+            row[f"n_{name}_compared"], row[f"n_{name}_equal"] = _equal(
                 part[f"{column}_snapkv"], part[f"{column}_pyramidkv"]
             )
         first = part.sort_values("source_id").iloc[0]
         row["example_source"] = first["source_id"]
         row["snapkv_output_hash"] = _hex(first.get("comp_output_hash_snapkv"))
         row["pyramidkv_output_hash"] = _hex(first.get("comp_output_hash_pyramidkv"))
-        compared, equal = row["output_compared"], row["output_equal"]
+        compared, equal = row["n_output_compared"], row["n_output_equal"]
         row["all_outputs_equal"] = compared > 0 and equal == compared
         row["indices"] = "N/A"
         row["status"], row["reason"] = "ok", NO_INDICES
@@ -107,8 +107,8 @@ def release_audit(audit: dict[str, Any] | None) -> pd.DataFrame:
             {
                 "kind": "field",
                 "field": name,
-                "equal_pairs": equality.get("equal_pairs"),
-                "pairs": total,
+                "n_equal_pairs": equality.get("equal_pairs"),
+                "n_pairs": total,
                 "rate": equality.get("rate", np.nan),
             }
         )

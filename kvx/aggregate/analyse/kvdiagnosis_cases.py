@@ -37,7 +37,7 @@ COLUMNS = (
     "task",
     "category",
     "rank",
-    "category_rows",
+    "n_category_rows",
     "rule",
     "source_id",
     "reader",
@@ -84,7 +84,7 @@ def cases(rows: pd.DataFrame, n: int = 1, chosen: Sequence[str] = ()) -> pd.Data
                     "task": task,
                     "category": category,
                     "rank": rank,
-                    "category_rows": len(part),
+                    "n_category_rows": len(part),
                     "rule": _rule_text(rule),
                 }
             )
@@ -92,5 +92,5 @@ def cases(rows: pd.DataFrame, n: int = 1, chosen: Sequence[str] = ()) -> pd.Data
     sizes = cw.groupby(["task", "category"]).size()
     for _, row in picked.iterrows():
         size = int(sizes[(row["task"], row["category"])])
-        out.append({**{c: row.get(c) for c in COLUMNS}, "rank": 0, "category_rows": size, "rule": "chosen"})
+        out.append({**{c: row.get(c) for c in COLUMNS}, "rank": 0, "n_category_rows": size, "rule": "chosen"})
     return pd.DataFrame(out, columns=list(COLUMNS))

@@ -61,7 +61,7 @@ def joined(rows: pd.DataFrame, release: ReleaseTables) -> pd.DataFrame:
 
 
 def _profile(frame: pd.DataFrame) -> dict[str, float]:
-    out: dict[str, float] = {"rows": len(frame), "sources": frame["source_id"].nunique()}
+    out: dict[str, float] = {"rows": len(frame), "n_sources": frame["source_id"].nunique()}
     for column in (*METRICS, "label.evidence_presence", *DEMANDS):
         out[column.removeprefix("label.")], out[f"n_{column.removeprefix('label.')}"] = _mean(frame, column)
     return out

@@ -43,7 +43,7 @@ def slot_ecov_cells(rows: pd.DataFrame) -> pd.DataFrame:
 def slot_ecov_rank(cells: pd.DataFrame) -> pd.DataFrame:
     """Spearman ρ between every two readers' cell means (over their shared cells)."""
     readers = sorted(set(cells["reader"]))
-    na = {"reader_a": None, "reader_b": None, "cells": 0, "rho": np.nan, "p": np.nan}
+    na = {"reader_a": None, "reader_b": None, "n_cells": 0, "rho": np.nan, "p": np.nan}
     if len(readers) < 2:
         reason = f"{len(readers)} reader(s) with mapped C→W coverage: a rank correlation needs two"
         return pd.DataFrame([{**na, "status": "not_applicable", "reason": reason}])
@@ -51,7 +51,7 @@ def slot_ecov_rank(cells: pd.DataFrame) -> pd.DataFrame:
     out = []
     for a, b in combinations(readers, 2):
         shared = wide[[a, b]].dropna()
-        row = {"reader_a": a, "reader_b": b, "cells": len(shared)}
+        row = {"reader_a": a, "reader_b": b, "n_cells": len(shared)}
         if len(shared) < MIN_CELLS:
             reason = f"{len(shared)} shared (compressor, setting) cells; needs {MIN_CELLS}"
             out.append({**row, "rho": np.nan, "p": np.nan, "status": "not_applicable", "reason": reason})
