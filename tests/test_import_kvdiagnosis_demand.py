@@ -74,7 +74,8 @@ def test_demand_rows_join_their_records(imported: Path) -> None:
     assert snap["distribution_demand"] == 2.0 and snap["access_demand"] == 3.0
     assert quant["access_demand"] is None  # an empty cell is missing, never 0
     manifest = json.loads((imported / "import_manifest.json").read_text())
-    written = {f["path"]: f for f in manifest["release_tables"]["written"]}
+    written = {f["path"]: f for f in manifest["release_tables"]["files_written"]}
+    assert manifest["release_tables"]["mapping"]["distribution_demand"] == "logit_stability_demand_score"
     assert (
         written["context_demand.jsonl"]["rows"] == 3
         and written["context_demand.jsonl"]["joined_to_records"] == 2

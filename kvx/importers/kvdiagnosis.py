@@ -1001,7 +1001,7 @@ def run(args: argparse.Namespace) -> int:
         conv.files.update({item.pop("path"): item["rows"] for item in tables["files_read"]})
         conv.hashes = {p: sha256_file(p) for p in conv.files}
         data = manifest(conv, time.perf_counter() - started)
-        data["release_tables"] = {"written": tables["files_written"], "notes": tables["notes"]}
+        data["release_tables"] = {k: tables[k] for k in ("files_written", "notes", "mapping")}
         (tmp / MANIFEST).write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     for line in summary_lines(conv, out, data["checks"]):
         print(line, file=sys.stdout)

@@ -49,6 +49,18 @@ SCORES = {
     "distribution_top50": "logit_component_TopK_score",
 }
 
+#: context_demand.jsonl field <- release column (written to the import manifest)
+MAPPING = {
+    "record_key": "the key of the record converted from the run (dataset ruler8k, sample_id, method_name, "
+    "retained_budget); null with a reason when no run matches",
+    "source_id, method_name, retained_budget, task_name": "sample_id, method_name, retained_budget, "
+    "official_task_name",
+    **{f"labels.{axis}": f"{axis}_score (0-3)" for axis in LABEL_AXES},
+    **SCORES,
+    "(not kept)": "the <axis>_label columns (the same values as the scores), the answers and the diagnostic "
+    "columns (the records hold them)",
+}
+
 ReleaseKey = tuple[str, str, str, float | None]  # dataset, sample_id, method_name, retained_budget
 
 
@@ -118,7 +130,7 @@ def demand_row(row: dict[str, Any], keys: dict[ReleaseKey, str], path: Path, lin
 def import_side_tables(data: Path, keys: dict[ReleaseKey, str], out: Path) -> dict[str, Any]:
     """Write the demand table and the audit under ``out``; what was read, written and noted (for the
     manifest). ``data`` is the release's ``data/`` folder; a missing file is a note, not an error."""
-    report: dict[str, Any] = {"files_read": [], "files_written": [], "notes": []}
+    report: dict[str, Any] = {"files_read": [], "files_written": [], "notes": [], "mapping": MAPPING}
     source = next((p for p in (data / DEMAND_DIR / name for name in DEMAND_FILES) if p.is_file()), None)
     if source is None:
         report["notes"].append(
