@@ -3,6 +3,7 @@ analysis rows and release tables; every expected mean is worked out in the comme
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -244,3 +245,26 @@ def test_release_audit_table() -> None:
     fields = out[out["kind"] == "field"].set_index("field")
     assert fields.loc["score", "n_equal_pairs"] == 3 and fields.loc["score", "n_pairs"] == 4
     assert release_audit(None)["status"].iloc[0] == "not_applicable"
+
+
+def test_release_tables_next_to_records(tmp_path: Path) -> None:
+    from kvx.aggregate.read.release_tables import release_tables
+
+    class Dir:  # what release_tables reads of a DirectorySource
+        roots = [tmp_path]
+
+    good = {
+        "record_key": "k",
+        "task_name": "cwe",
+        "labels": {"evidence_presence": 3.0},
+        "access_demand": None,
+    }
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a/context_demand.jsonl").write_text(json.dumps(good) + "\n")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b/context_demand.jsonl").write_text("{not json\n")
+    (tmp_path / "a/pyramidkv_adapter_audit.json").write_text(json.dumps({"pair_count": 7800}))
+    out = release_tables(Dir())  # type: ignore[arg-type]
+    assert list(out.demand["record_key"]) == ["k"] and out.demand["label.evidence_presence"].iloc[0] == 3.0
+    assert out.audit == {"pair_count": 7800}
+    assert len(out.notes) == 1 and "b/context_demand.jsonl:1: invalid JSON" in out.notes[0]

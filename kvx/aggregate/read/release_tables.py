@@ -46,12 +46,20 @@ def release_tables(source: Source) -> ReleaseTables:
         if not root.is_dir():
             continue
         for path in sorted(root.rglob(DEMAND_FILE)):
-            demands.append(_demand(path))
+            try:
+                demands.append(_demand(path))
+            except (ValueError, OSError, UnicodeDecodeError) as exc:
+                out.notes.append(f"{path} not read, its demand labels are N/A: {exc}")
         for path in sorted(root.rglob(AUDIT_FILE)):
             if out.audit is not None:
                 out.notes.append(f"a second {AUDIT_FILE} ({path}) was not read")
                 continue
-            out.audit = json.loads(path.read_text(encoding="utf-8"))
+            try:
+                audit = json.loads(path.read_text(encoding="utf-8"))
+            except (ValueError, OSError) as exc:
+                out.notes.append(f"{path} not read: {exc}")
+                continue
+            out.audit = audit if isinstance(audit, dict) else None
     if demands:
         out.demand = pd.concat(demands, ignore_index=True)
     return out
