@@ -61,6 +61,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--splits", type=int, default=5000, help="row splits for excess flips (default 5000)")
     p.add_argument("--boot", type=int, default=2000, help="bootstrap draws per interval (default 2000)")
     p.add_argument("--seed", type=int, default=20260821, help="seed of every resampling (default 20260821)")
+    p.add_argument(
+        "--cases", type=int, default=1, help="KVDiagnosis paired cases per task and category (default 1)"
+    )
+    p.add_argument(
+        "--case", action="append", default=[], help="SOURCE_ID: also show its C→W rows as cases (repeatable)"
+    )
     p.add_argument("--strict", action="store_true", help="exit 1 when validation finds any problem")
     p.add_argument("--close-stale", action="store_true", help="mark sweep runs left RUNNING as KILLED")
     p.add_argument("--export-records", type=Path, help="also write the records read as a record directory")
@@ -73,7 +79,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--workers", type=int, help="processes reading records and drawing figures (default: every CPU)"
     )
     args = p.parse_args(argv)
-    for name in ("splits", "boot", "workers"):
+    for name in ("splits", "boot", "workers", "cases"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             p.error(f"--{name}={getattr(args, name)} must be a positive integer")
     for flag, pairs, form in (("pair", args.pair, "READER_A:READER_B"), ("swap", args.swap, "A:B")):
@@ -129,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         export=args.export_records,
         progress=not args.quiet,
         workers=args.workers,
+        cases=args.cases,
+        case_sources=args.case,
     )
     out = args.out or Path("outputs") / "aggregate" / time.strftime("%Y%m%d-%H%M%S")
     if args.scores:

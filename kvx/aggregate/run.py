@@ -20,6 +20,7 @@ from kvx.aggregate.analyse.cost_frontier import costs, frontier
 from kvx.aggregate.analyse.intervention import intervention
 from kvx.aggregate.analyse.intervention_cohort import intervention_cohort
 from kvx.aggregate.analyse.kvdiagnosis_tables import kvdiagnosis_tables
+from kvx.aggregate.analyse.kvdiagnosis_release import kvdiagnosis_release_tables
 from kvx.aggregate.analyse.matched import matched
 from kvx.aggregate.analyse.matrix import categories, failures, matrix
 from kvx.aggregate.analyse.separation import separation
@@ -29,6 +30,7 @@ from kvx.aggregate.analyse.tpbench_gaps import tpbench_gap_tables
 from kvx.aggregate.analyse.tpbench_tables import paper_tables
 from kvx.aggregate.read.cells import label_cells, with_varying
 from kvx.aggregate.read.problems import Problem
+from kvx.aggregate.read.release_tables import release_tables
 from kvx.aggregate.read.rows import with_ids
 from kvx.aggregate.read.sources import CONTROL_SUFFIX, Batch, Source, stem
 from kvx.aggregate.read.validation import Validated, cross_check, validate_batch
@@ -49,6 +51,8 @@ class Options:
     export: Path | None = None  # also write every batch as a record directory
     progress: bool = True
     workers: int | None = None  # processes reading batches and drawing figures (None: every CPU)
+    cases: int = 1  # KVDiagnosis paired cases (Figure 8 / Table 15) per task and category
+    case_sources: list[str] = field(default_factory=list)  # sources whose C→W rows are shown as cases too
 
 
 @dataclass
@@ -139,6 +143,10 @@ def analyse(
             put(name, frame)  # Tables 7, 9, 10, 15, 23 and §6.3: each only when its probe or method ran
         for name, frame in tpbench_gap_tables(tp, tpbench).items():
             put(name, frame)  # §6.1.2 crossover, Table 8 gaps, Appendix B token scaling
+        release = release_tables(source)  # KVDiagnosis release tables next to imported records
+        source.notes.extend(release.notes)
+        for name, frame in kvdiagnosis_release_tables(rows, release, options.cases, options.case_sources).items():
+            put(name, frame)  # Figures 8, 9B, 12; Tables 5, 13-15
         audit_rows = [rows]
         for before, after in options.swaps:
             swap, found = swapped(rows, before, after)

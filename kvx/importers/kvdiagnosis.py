@@ -16,6 +16,8 @@ What the release holds (``data/`` of the repository, documented in its ``docs/da
   ``attention_available``, ``topk_available``, ``failure_signature``, ``primitive_flags``).
 - ``processed/full_population/summary.json`` and ``metadata/artifact_manifest.json`` (counts and
   sha256 of every file): checked against what was read, when present.
+- ``context_demand/`` and ``audits/pyramidkv_adapter_audit.json``: imported as release tables next to
+  the records (``kvx.importers.kvdiagnosis_tables``); a missing one is a note, not an error.
 
 Every run becomes one record (streamed: one dataset's controls and diagnostic rows in memory at a
 time). ``import_manifest.json`` holds the exact field mapping and every field left unknown.
@@ -52,6 +54,7 @@ from kvx.importers import (
     unknown_nulls,
     unknown_summary,
 )
+from kvx.importers.kvdiagnosis_tables import ReleaseKey, import_side_tables, release_key
 
 NAME = "kvdiagnosis"
 POPULATION = ("data/processed/full_population", "processed/full_population", "full_population", ".")
@@ -200,7 +203,8 @@ LEFT_OUT = {
     "ERR_slot_status, ECov_slot_status, structural_position_addressability, retention_semantics": (
         "restated by the coverage diagnostic's status and reason"
     ),
-    "context_demand/, summaries/, audits/, examples/": "derived tables and samples, not per-run records",
+    "summaries/, audits/slot_ecov_execution_audit.json, examples/": "derived tables and samples, not "
+    "per-run records (context_demand/ and audits/pyramidkv_adapter_audit.json: see release_tables)",
 }
 
 
@@ -622,6 +626,7 @@ class Converter:
     files: dict[Path, int] = field(default_factory=dict)  # release file read -> its rows
     hashes: dict[Path, str] = field(default_factory=dict)  # release file read -> sha256
     keys: set[str] = field(default_factory=set)
+    release_keys: dict[ReleaseKey, str] = field(default_factory=dict)  # the release's run key -> record key
 
     @property
     def source(self) -> str:
@@ -761,6 +766,7 @@ class Converter:
             raise RuntimeError(f"{key}: unknown fields and their reasons disagree")  # an importer bug
         check(data)
         self.keys.add(key)
+        self.release_keys[release_key(dataset, sample, method, row.get("retained_budget"))] = key
         self.emit(task, data)
 
     def emit(self, task: str, data: dict[str, Any]) -> None:
@@ -991,9 +997,14 @@ def run(args: argparse.Namespace) -> int:
     with staged(out) as tmp:
         conv = Converter(release, args.tasks, tmp)
         conv.run(progress=not args.quiet)
+        tables = import_side_tables(release.population.parent.parent, conv.release_keys, tmp)
+        conv.files.update({item.pop("path"): item["rows"] for item in tables["files_read"]})
         conv.hashes = {p: sha256_file(p) for p in conv.files}
         data = manifest(conv, time.perf_counter() - started)
+        data["release_tables"] = {k: tables[k] for k in ("files_written", "notes", "mapping")}
         (tmp / MANIFEST).write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     for line in summary_lines(conv, out, data["checks"]):
         print(line, file=sys.stdout)
+    for note in tables["notes"]:
+        print(f"  note: {note}", file=sys.stdout)
     return 1 if conv.counts.rejected else 0

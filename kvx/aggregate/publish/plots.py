@@ -22,6 +22,7 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from kvx.aggregate.publish.kvdiagnosis_release_plots import demand_profile_plot, slot_ecov_plot
 from kvx.aggregate.workers import can_fork, cpus, pool
 from kvx.diagnostics.categories import CATEGORIES
 
@@ -362,6 +363,8 @@ PLOTS: dict[str, tuple[str, Callable[[pd.DataFrame, Path], list[Path]]]] = {
 #: figures of one benchmark's analyses, drawn only when the analysis produced their frame
 OPTIONAL_PLOTS: dict[str, tuple[str, Callable[[pd.DataFrame, Path], list[Path]]]] = {
     "tpbench_rank_change": ("tpbench_rank_change", tpbench_rank_change),
+    "kvd_demand_profile": ("kvd_demand_profile", demand_profile_plot),  # KVDiagnosis Figure 12
+    "kvd_slot_ecov": ("kvd_slot_ecov_cells", slot_ecov_plot),  # KVDiagnosis Figure 9B
 }
 
 

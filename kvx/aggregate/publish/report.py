@@ -26,6 +26,7 @@ from kvx.aggregate.analyse.tpbench import TABLES as TPBENCH_TABLES
 from kvx.aggregate.analyse.tpbench_gaps import EXPLANATION as GAP_EXPLANATION
 from kvx.aggregate.analyse.tpbench_gaps import TABLES as GAP_TABLES
 from kvx.aggregate.analyse.tpbench_tables import TABLES as TPBENCH_PAPER_TABLES
+from kvx.aggregate.publish import kvdiagnosis_section as kvd_extra
 
 __all__ = [
     "OPTIONAL_SECTIONS",
@@ -274,6 +275,14 @@ OPTIONAL_SECTIONS: tuple[Section, ...] = (
         ("tpbench_rank_change",),
         (*TPBENCH_TABLES, *TPBENCH_PAPER_TABLES, *GAP_TABLES),
         "no TPBench records in the selected runs",
+    ),
+    Section(
+        "kvdiagnosis_extra",
+        "KVDiagnosis: paired cases, context demand, cross-reader coverage, PyramidKV audit",
+        kvd_extra.EXPLANATION,
+        kvd_extra.FIGURES,
+        kvd_extra.TABLES,
+        "no C→W rows with a diagnostic category and no KVDiagnosis release tables",
     ),
 )
 

@@ -8,6 +8,7 @@ or structural) and the value is a finite number; everything else is NaN, never i
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -79,6 +80,24 @@ def _number(value: Any) -> float:
 
 def _flag(value: Any) -> float:
     return float(value) if isinstance(value, bool) else NAN
+
+
+CASE_CHARS = 1000  # a case shows this much of a compressed output; the record keeps all of it
+
+
+def case_text(text: Any) -> str | None:
+    if not isinstance(text, str):
+        return None
+    return text if len(text) <= CASE_CHARS else f"{text[:CASE_CHARS]} … [+{len(text) - CASE_CHARS} chars]"
+
+
+def _text_hash(text: Any) -> float:
+    """A stable 52-bit hash of a text as a float (exact, NaN when there is none): 8 bytes a row where
+    the text would take a kilobyte, enough to tell two outputs apart."""
+    if not isinstance(text, str):
+        return NAN
+    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
+    return float(int.from_bytes(digest, "big") >> 12)
 
 
 def _detail(value: Any) -> Any:
@@ -180,6 +199,12 @@ def project(
         "comp_score": _number(comp.get("score")),
         "comp_correct": _flag(comp.get("correct")),
         "transition": record.get("transition"),
+        # KVDiagnosis paired cases (Figure 8 / Table 15), the PyramidKV audit (Table 5) and structural N/A
+        # (Table 14): the compressed output of C→W rows only (the cases), a 52-bit hash of every one
+        "comp_output": case_text(comp.get("output")) if record.get("transition") == "C→W" else None,
+        "comp_output_hash": _text_hash(comp.get("output")),
+        "references": " | ".join(map(str, record.get("references") or [])) or None,
+        "coverage_status": (diags.get("coverage") or {}).get("status"),
         **_category(record, diags),
         # the coverage applicability state (measured, projected, structural, not_applicable, error)
         "coverage_status": (diags.get("coverage") or {}).get("status"),

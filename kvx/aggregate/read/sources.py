@@ -297,6 +297,7 @@ class DirectorySource(Source):
 
     def __init__(self, roots: list[Path]) -> None:
         super().__init__({"records": ", ".join(str(r) for r in roots)})
+        self.roots = roots  # where release tables written next to imported records are looked for
         self.files: list[Path] = []
         skipped: list[str] = []
         for root in roots:
