@@ -19,8 +19,8 @@ from kvx.aggregate.analyse.contrast import contrast
 from kvx.aggregate.analyse.cost_frontier import costs, frontier
 from kvx.aggregate.analyse.intervention import intervention
 from kvx.aggregate.analyse.intervention_cohort import intervention_cohort
-from kvx.aggregate.analyse.kvdiagnosis_tables import kvdiagnosis_tables
 from kvx.aggregate.analyse.kvdiagnosis_release import kvdiagnosis_release_tables
+from kvx.aggregate.analyse.kvdiagnosis_tables import kvdiagnosis_tables
 from kvx.aggregate.analyse.matched import matched
 from kvx.aggregate.analyse.matrix import categories, failures, matrix
 from kvx.aggregate.analyse.separation import separation
@@ -145,7 +145,8 @@ def analyse(
             put(name, frame)  # §6.1.2 crossover, Table 8 gaps, Appendix B token scaling
         release = release_tables(source)  # KVDiagnosis release tables next to imported records
         source.notes.extend(release.notes)
-        for name, frame in kvdiagnosis_release_tables(rows, release, options.cases, options.case_sources).items():
+        views = kvdiagnosis_release_tables(rows, release, options.cases, options.case_sources)
+        for name, frame in views.items():
             put(name, frame)  # Figures 8, 9B, 12; Tables 5, 13-15
         audit_rows = [rows]
         for before, after in options.swaps:

@@ -206,8 +206,6 @@ def project(
         "references": " | ".join(map(str, record.get("references") or [])) or None,
         "coverage_status": (diags.get("coverage") or {}).get("status"),
         **_category(record, diags),
-        # the coverage applicability state (measured, projected, structural, not_applicable, error)
-        "coverage_status": (diags.get("coverage") or {}).get("status"),
         "text_hash": record.get("compressed_text_sha256"),
         # prompt sizes of the untransformed prompt, and the transformed context's share of it
         "n_context_tokens": _number(record.get("n_context_tokens")),
