@@ -314,11 +314,11 @@ class DirectorySource(Source):
     control ledgers. Anything else under the directories (a manifest, a README, a JSON file that holds
     no records) is skipped with a note, never parsed as records.
 
-    A record file larger than ``part_bytes`` (uncompressed) is read here in parts that end at a line
-    end, one batch each, so its records are validated by every worker at once; the batches' rows are
-    the file's, in its order, whatever the parts."""
+    A record file larger than ``part_bytes`` (uncompressed; default ``PART_BYTES``) is read here in
+    parts that end at a line end, one batch each, so its records are validated by every worker at
+    once; the batches' rows are the file's, in its order, whatever the parts."""
 
-    def __init__(self, roots: list[Path], part_bytes: int = PART_BYTES) -> None:
+    def __init__(self, roots: list[Path], part_bytes: int | None = None) -> None:
         super().__init__({"records": ", ".join(str(r) for r in roots)})
         self.files: list[Path] = []
         skipped: list[str] = []
@@ -343,8 +343,8 @@ class DirectorySource(Source):
                 f"--records {', '.join(map(str, roots))}: no record files (.jsonl, .jsonl.gz or .json)"
             )
         self.sweeps = sorted({str(r) for r in roots})
-        self.part_bytes = part_bytes
-        self.parts = {path: _parts(path, part_bytes) for path in self.files}
+        size = PART_BYTES if part_bytes is None else part_bytes
+        self.parts = {path: _parts(path, size) for path in self.files}
 
     def __len__(self) -> int:
         return sum(self.parts.values())
