@@ -27,8 +27,8 @@ from kvx.stores.tags import CONTROL_KEY, GRID, MLFLOW_PARENT, PLANNED_JOBS, REUS
 
 CONTROL_SUFFIX = ".controls.jsonl"
 _CONTROL_STEM = ".controls"  # <split>.controls.jsonl or <split>.controls.jsonl.gz
-#: uncompressed bytes of one part of a large record file: a release's task file (~150 MB, 26,400
-#: records) is read as ~9 batches, spread over every worker instead of keeping one busy for all of it
+#: uncompressed bytes of one part of a large record file: a release's task file (~107 MB, 26,400
+#: records) is read as 7 batches, spread over every worker instead of keeping one busy for all of it
 PART_BYTES = 16 << 20
 
 
