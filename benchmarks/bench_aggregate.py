@@ -4,6 +4,8 @@ fresh process (imports included), runs alternating between inputs, medians repor
     python benchmarks/bench_aggregate.py release       # 62,400 records, every table and figure
     python benchmarks/bench_aggregate.py diagnostics   # 60,000 records with every diagnostic
     python benchmarks/bench_aggregate.py million       # 1,000,320 records, --no-plots, streamed
+    python benchmarks/bench_aggregate.py task-files    # the release's records in one file per task
+    python benchmarks/bench_aggregate.py task-files --records DIR   # a record directory you have
     [--repeat 3] [--workdir /tmp/kvx-bench-aggregate] [--schema1]
 
 ``release`` is KVDiagnosis's public release in shape: 4 tasks x 650 sources x 8 methods x 3 settings,
@@ -14,12 +16,18 @@ forest plot). ``million`` is 16 tasks x 2,605 sources x 24 cells as ``.jsonl.gz`
 the aggregate process's max RSS and, separately, its largest worker's. ``--schema1`` also reads the study
 as kvx 0.1 wrote it (schema 1, ``synthetic.as_schema1``), which the aggregate upgrades on read: its
 tables must equal the schema-2 study's, except what schema 1 never recorded (costs, task families).
+``task-files`` is the ``release`` study in the layout an importer writes (one ``.jsonl.gz`` of 15,600
+records per task), read in parts (``kvx.aggregate.read.sources.PART_BYTES``) and each file as one batch;
+``--records DIR`` times a directory you have instead (e.g. ``python -m kvx.importers kvdiagnosis``'s
+output). Both readings must give identical tables.
 """
 
 from __future__ import annotations
 
 import argparse
 import filecmp
+import gzip
+import os
 import shutil
 import statistics
 import subprocess
@@ -66,17 +74,24 @@ GRIDS = {
     ),
 }
 CHILD = (
-    "import resource, sys; from kvx.aggregate.__main__ import main; code = main(sys.argv[1:]); "
+    "import os, resource, sys; from kvx.aggregate.read import sources; "
+    "sources.PART_BYTES = int(os.environ.get('BENCH_PART_BYTES', sources.PART_BYTES)); "
+    "from kvx.aggregate.__main__ import main; code = main(sys.argv[1:]); "
     "print('maxrss_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
     "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(code)"
 )
 
 
-def timed(args: list[str]) -> tuple[float, float, float, str]:
+#: what an input's label says about reading: each record file whole (one batch) instead of in parts
+WHOLE = "(each file one batch)"
+
+
+def timed(args: list[str], whole: bool = False) -> tuple[float, float, float, str]:
     """Wall seconds of a fresh process, its peak RSS and its largest worker's (MiB), its summary line."""
+    env = {**os.environ, "BENCH_PART_BYTES": str(1 << 62)} if whole else None
     started = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, "--quiet", "--no-log", *args], capture_output=True, text=True
+        [sys.executable, "-c", CHILD, "--quiet", "--no-log", *args], capture_output=True, text=True, env=env
     )
     seconds = time.perf_counter() - started
     if proc.returncode != 0:
@@ -90,6 +105,34 @@ def timed(args: list[str]) -> tuple[float, float, float, str]:
 SCHEMA1 = "schema-1 records (.jsonl.gz)"
 #: tables with what schema 1 never recorded: costs (unknown there, not zero), task families (pooled rows)
 SCHEMA1_UNKNOWN = ("costs.csv", "frontier.csv", "matrix.csv")
+
+
+def per_task(cells: Path, out: Path) -> None:
+    """The per-cell record files joined into one ``<task>.jsonl.gz`` per task, as an importer writes."""
+    out.mkdir(parents=True)
+    by_task: dict[str, list[Path]] = {}
+    for path in sorted(cells.glob("*.jsonl.gz")):
+        if path.name.endswith(".controls.jsonl.gz"):
+            shutil.copy(path, out / path.name)
+        else:
+            by_task.setdefault(path.name.split("__")[0], []).append(path)
+    for task, paths in by_task.items():
+        with gzip.open(out / f"{task}.jsonl.gz", "wb", compresslevel=1) as writer:
+            for path in paths:
+                with gzip.open(path, "rb") as fh:
+                    shutil.copyfileobj(fh, writer)
+
+
+def task_files(workdir: Path, records: Path | None) -> dict[str, list[str]]:
+    """``task-files``: the given directory, or the release study in one file per task; each input twice."""
+    if records is None:
+        started = time.perf_counter()
+        write_records(workdir / "cells", GRIDS["release"])
+        per_task(workdir / "cells", workdir / "records")
+        records = workdir / "records"
+        print(f"generated the release study, one file per task: {time.perf_counter() - started:.0f} s")
+    given = ["--records", str(records)]
+    return {"record files read in parts": given, f"record files {WHOLE}": given}
 
 
 def generate(name: str, workdir: Path, schema1: bool = False) -> dict[str, list[str]]:
@@ -115,7 +158,8 @@ def generate(name: str, workdir: Path, schema1: bool = False) -> dict[str, list[
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("size", choices=sorted(GRIDS))
+    p.add_argument("size", choices=sorted([*GRIDS, "task-files"]))
+    p.add_argument("--records", type=Path, help="task-files: time this record directory instead")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--workdir", type=Path, default=Path("/tmp/kvx-bench-aggregate"))
     p.add_argument("--schema1", action="store_true", help="also read the study as kvx 0.1 wrote it")
@@ -123,12 +167,16 @@ def main() -> None:
     workdir = args.workdir / args.size
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
-    inputs = generate(args.size, workdir, args.schema1)
+    if args.size == "task-files":
+        inputs = task_files(workdir, args.records)
+    else:
+        inputs = generate(args.size, workdir, args.schema1)
     extra = ["--no-plots"] if args.size == "million" else []
     runs: dict[str, list[tuple[float, float, float, str]]] = {label: [] for label in inputs}
     for i in range(args.repeat):  # alternating inputs, so drift on a shared machine hits both alike
         for k, (label, given) in enumerate(inputs.items()):
-            runs[label].append(timed([*given, "--out", str(workdir / f"out-{k}-{i}"), *extra]))
+            out = str(workdir / f"out-{k}-{i}")
+            runs[label].append(timed([*given, "--out", out, *extra], whole=label.endswith(WHOLE)))
     for label, results in runs.items():
         walls = ", ".join(f"{r[0]:.1f}" for r in results)
         own, worker = max(r[1] for r in results), max(r[2] for r in results)

@@ -7,6 +7,7 @@ directory give identical numbers (the seeded resampling sees the same order).
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,14 +67,15 @@ class Result:
 def _export(batch: Batch, root: Path) -> None:
     try:
         lines = batch.read()
-    except (ValueError, OSError, EOFError):  # not records, or unreadable: validation reports it
+    except (ValueError, OSError, EOFError, zlib.error):  # not records, or unreadable: validation says so
         return
     folder = root / (Path(batch.sweep).name or "no-sweep")
     folder.mkdir(parents=True, exist_ok=True)
     name = (
         f"{batch.split}{CONTROL_SUFFIX}" if batch.kind == "controls" else f"{stem(Path(batch.origin))}.jsonl"
     )
-    (folder / name).write_text("".join(line + "\n" for line in lines if line.strip()), encoding="utf-8")
+    with (folder / name).open("a" if batch.part else "w", encoding="utf-8") as fh:  # a file's later parts
+        fh.write("".join(line + "\n" for line in lines if line.strip()))
 
 
 def _exported(batches: Iterable[Batch], root: Path | None) -> Iterator[Batch]:

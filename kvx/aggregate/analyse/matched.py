@@ -43,9 +43,13 @@ def matched(rows: pd.DataFrame, metrics: list[Metric]) -> pd.DataFrame:
             }
             jac = jaccard(sa, sb)
             row["jaccard"] = np.nan if jac is None else jac
+            # positions of the shared failures, found once per pair (as .loc finds them), then plain
+            # arrays per metric: a .loc per metric and pair was most of a release's aggregate
+            at_a, at_b = fa.index.get_indexer_for(both), fb.index.get_indexer_for(both)
             for m in metrics:
-                va, vb = fa.loc[both, m.name], fb.loc[both, m.name]
-                valid = va.notna().to_numpy() & vb.notna().to_numpy()
+                va = fa[m.name].to_numpy(dtype=float)[at_a]
+                vb = fb[m.name].to_numpy(dtype=float)[at_b]
+                valid = ~np.isnan(va) & ~np.isnan(vb)
                 row[f"{m.name}_n"] = int(valid.sum())
                 row[f"{m.name}_mean_a"] = float(va[valid].mean()) if valid.any() else np.nan
                 row[f"{m.name}_mean_b"] = float(vb[valid].mean()) if valid.any() else np.nan

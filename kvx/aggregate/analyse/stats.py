@@ -137,22 +137,27 @@ def _bootstrap_u(pos: np.ndarray, neg: np.ndarray, n_boot: int, rng: np.random.G
     """U of ``n_boot`` resamples (with replacement, within the stratum) in O(n) per draw.
 
     Resampled negatives are counted over the sorted originals, so the number of them below (or
-    tied with) a value is a cumulative count; each resampled positive then adds its credit.
+    tied with) a value is a cumulative count; each resampled positive then adds its credit. The
+    counts of a block of draws are one flat cumulative sum (row ``r`` from ``r * width``), read only
+    where the resampled positives fall: integers throughout, so the result is exact.
     """
     neg_sorted = np.sort(neg)
     below = np.searchsorted(neg_sorted, pos, side="left")
     upto = np.searchsorted(neg_sorted, pos, side="right")
     block = max(1, _BLOCK_CELLS // max(pos.size, neg.size))
+    width = neg.size + 1
     out = np.empty(n_boot)
     for start in range(0, n_boot, block):
         size = min(block, n_boot - start)
-        draws = rng.integers(0, neg.size, size=(size, neg.size)) + neg.size * np.arange(size)[:, None]
-        counts = np.bincount(draws.ravel(), minlength=size * neg.size).reshape(size, neg.size)
-        cum = np.zeros((size, neg.size + 1), dtype=np.int64)
-        np.cumsum(counts, axis=1, out=cum[:, 1:])
-        twice_credit = cum[:, below] + cum[:, upto]  # 2 x (below + ties / 2), per original positive
+        rows = np.arange(0, size * width, width)[:, None]
+        draws = rng.integers(0, neg.size, size=(size, neg.size))
+        draws += rows + 1  # a draw of negative i counts from column i + 1 of its row on
+        cum = np.cumsum(np.bincount(draws.ravel(), minlength=size * width), dtype=np.int32)
         picks = rng.integers(0, pos.size, size=(size, pos.size))
-        out[start : start + size] = 0.5 * np.take_along_axis(twice_credit, picks, axis=1).sum(axis=1)
+        start_of_row = cum[rows]  # every draw of the rows before
+        twice_credit = (cum[rows + below[picks]] - start_of_row).sum(axis=1)  # below + ties / 2, x 2
+        twice_credit += (cum[rows + upto[picks]] - start_of_row).sum(axis=1)
+        out[start : start + size] = 0.5 * twice_credit
     return out
 
 

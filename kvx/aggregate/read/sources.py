@@ -1,15 +1,19 @@
 """Where records come from: an MLflow store or a directory of record files.
 
-Both yield the same ``Batch`` stream (one batch per cell run or record file), so validation and
-analysis never know which it was, and a directory exported from a store gives identical numbers.
-Batches are read one at a time: the aggregate never holds every raw record in memory.
+Both yield the same ``Batch`` stream (one batch per cell run or record file, a large record file cut
+into parts at line ends), so validation and analysis never know which it was, and a directory exported
+from a store gives identical numbers. Batches are read one at a time: the aggregate never holds every
+raw record in memory.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import math
+import struct
 import tempfile
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +27,9 @@ from kvx.stores.tags import CONTROL_KEY, GRID, MLFLOW_PARENT, PLANNED_JOBS, REUS
 
 CONTROL_SUFFIX = ".controls.jsonl"
 _CONTROL_STEM = ".controls"  # <split>.controls.jsonl or <split>.controls.jsonl.gz
+#: uncompressed bytes of one part of a large record file: a release's task file (~107 MB, 26,400
+#: records) is read as 7 batches, spread over every worker instead of keeping one busy for all of it
+PART_BYTES = 16 << 20
 
 
 class NotRecords(ValueError):
@@ -41,12 +48,24 @@ class Batch:
     logged: dict[str, float] | None = None  # metrics the run logged, checked against the records
     split: str | None = None  # control ledgers: the control group they belong to
     path: Path | None = None  # the file to read when ``lines`` is None (.jsonl, .jsonl.gz or .json)
+    #: one part of a large record file (``DirectorySource``): its bytes, whole lines, read by the parent
+    data: bytes | None = None
+    part: int = 0  # which part of its file (0: the first, or the whole file)
+    first_line: int = 1  # the file's line number of the batch's first line, for located problems
+    unreadable: str | None = None  # why the rest of a file read in parts could not be read
 
     def read(self) -> list[str]:
         """The batch's JSON lines. Raises ``NotRecords`` for a file that holds none, ``json.JSONDecodeError``
-        for a ``.json`` file that does not parse, ``OSError`` for one that cannot be read."""
+        for a ``.json`` file that does not parse, ``OSError`` for one that cannot be read.
+
+        Lines end at ``\\n`` only (JSON Lines): a record may hold U+2028 or other characters
+        ``str.splitlines`` would also cut at, and a file's parts must number its lines alike."""
+        if self.unreadable is not None:
+            raise OSError(self.unreadable)
         if self.lines is not None:
             return self.lines
+        if self.data is not None:
+            return self.data.decode("utf-8").split("\n")
         assert self.path is not None
         text = _read_text(self.path)
         if self.path.suffix == ".json":
@@ -54,7 +73,7 @@ class Batch:
             if items is None:
                 raise NotRecords(f"skipped {self.path}: a JSON file without records")
             return [json.dumps(item) for item in items]
-        lines = text.splitlines()
+        lines = text.split("\n")
         if self.kind == "records" and not _looks_like_records(lines):
             raise NotRecords(f"skipped {self.path}: its lines are not records (no key, schema_version)")
         return lines
@@ -268,7 +287,7 @@ class MlflowSource(Source):
                 path = Path(self.client.download_artifacts(run.info.run_id, name, tmp))
             except Exception:
                 return None
-            return {"lines": path.read_text(encoding="utf-8").splitlines()}
+            return {"lines": path.read_text(encoding="utf-8").split("\n")}
 
     def batches(self) -> Iterator[Batch]:
         for run in self.cells:
@@ -293,9 +312,13 @@ class DirectorySource(Source):
     """Record files under one or more directories (or single files): ``*.jsonl`` and ``*.jsonl.gz`` (one
     record per line) or ``*.json`` (one record or a list); ``*.controls.jsonl[.gz]`` files are FullCache
     control ledgers. Anything else under the directories (a manifest, a README, a JSON file that holds
-    no records) is skipped with a note, never parsed as records."""
+    no records) is skipped with a note, never parsed as records.
 
-    def __init__(self, roots: list[Path]) -> None:
+    A record file larger than ``part_bytes`` (uncompressed; default ``PART_BYTES``) is read here in
+    parts that end at a line end, one batch each, so its records are validated by every worker at
+    once; the batches' rows are the file's, in its order, whatever the parts."""
+
+    def __init__(self, roots: list[Path], part_bytes: int | None = None) -> None:
         super().__init__({"records": ", ".join(str(r) for r in roots)})
         self.roots = roots  # where release tables written next to imported records are looked for
         self.files: list[Path] = []
@@ -321,16 +344,75 @@ class DirectorySource(Source):
                 f"--records {', '.join(map(str, roots))}: no record files (.jsonl, .jsonl.gz or .json)"
             )
         self.sweeps = sorted({str(r) for r in roots})
+        size = PART_BYTES if part_bytes is None else part_bytes
+        self.parts = {path: _parts(path, size) for path in self.files}
 
     def __len__(self) -> int:
-        return len(self.files)
+        return sum(self.parts.values())
 
     def batches(self) -> Iterator[Batch]:
         for path in self.files:
             name = stem(path)
             kind = "controls" if name.endswith(_CONTROL_STEM) else "records"
             split = name.removesuffix(_CONTROL_STEM) if kind == "controls" else None
-            yield Batch(str(path), str(path.parent), kind, split=split, path=path)
+            if self.parts[path] == 1:
+                yield Batch(str(path), str(path.parent), kind, split=split, path=path)
+            else:
+                yield from _part_batches(path, self.parts[path])
+
+
+def _uncompressed_size(path: Path) -> int:
+    """The file's size once decompressed: a gzip file states it (mod 2**32) in its last four bytes; an
+    estimate for a file of several gzip members or over 4 GiB, which then only reads in fewer parts."""
+    if not path.name.endswith(".gz"):
+        return path.stat().st_size
+    with path.open("rb") as fh:
+        fh.seek(0, 2)
+        if fh.tell() < 18:  # shorter than a gzip header and trailer: read whole, validation says why
+            return 0
+        fh.seek(-4, 2)
+        return struct.unpack("<I", fh.read(4))[0]
+
+
+def _parts(path: Path, part_bytes: int) -> int:
+    """How many batches a file is read as: one unless it is a JSON Lines record file whose first line is
+    a record (anything else is read whole, where it is skipped or reported) and larger than a part."""
+    if not path.name.endswith((".jsonl", ".jsonl.gz")) or stem(path).endswith(_CONTROL_STEM):
+        return 1
+    try:
+        size = _uncompressed_size(path)
+        if size <= part_bytes:
+            return 1
+        with _open_binary(path) as fh:
+            first = fh.readline().decode("utf-8")
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error):
+        return 1  # unreadable: read whole by a worker, which reports it as it always has
+    return math.ceil(size / part_bytes) if _looks_like_records([first]) else 1
+
+
+def _part_batches(path: Path, parts: int) -> Iterator[Batch]:
+    """``parts`` batches of whole lines of one record file: part ``i`` ends at the first line end at or
+    after byte ``(i + 1) * size / parts``. A file that cannot be read to its end yields one last batch
+    that reports why, as for a file read whole (the records of the parts already read stay, located)."""
+    size = _uncompressed_size(path)
+    target = math.ceil(size / parts)
+    first_line, read = 1, 0
+    origin, sweep = str(path), str(path.parent)
+    try:
+        with _open_binary(path) as fh:
+            for part in range(parts):
+                if part == parts - 1:
+                    data = fh.read()
+                else:
+                    data = fh.read(max(0, (part + 1) * target - read))
+                    if data and not data.endswith(b"\n"):
+                        data += fh.readline()
+                yield Batch(origin, sweep, "records", data=data, part=part, first_line=first_line)
+                first_line += data.count(b"\n")
+                read += len(data)
+    except (OSError, EOFError, zlib.error) as exc:
+        reason = f"after line {first_line - 1}: {exc}"
+        yield Batch(origin, sweep, "records", part=parts, first_line=first_line, unreadable=reason)
 
 
 def stem(path: Path) -> str:
@@ -344,6 +426,10 @@ def stem(path: Path) -> str:
 
 def _record_file(path: Path) -> bool:
     return path.name.endswith((".jsonl", ".jsonl.gz", ".json")) and not path.name.startswith(".")
+
+
+def _open_binary(path: Path) -> Any:
+    return gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")
 
 
 def _read_text(path: Path) -> str:

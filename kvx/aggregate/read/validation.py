@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import zlib
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -225,7 +226,7 @@ def check_batch(batch: Batch, out: Validated) -> None:
     except json.JSONDecodeError as exc:
         out.problems.append(Problem("parse", "error", batch.origin, "", f"invalid JSON: {exc}"))
         return
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:  # zlib.error: corrupt gzip data
         out.problems.append(Problem("parse", "error", batch.origin, "", f"unreadable: {exc}"))
         return
     if batch.kind == "controls":
@@ -234,7 +235,7 @@ def check_batch(batch: Batch, out: Validated) -> None:
     rows, valid_records, valid = [], [], 0
     keep = batch.logged is not None  # the records are kept only to regenerate a run's logged counts
     before = out.n_records
-    for lineno, line in enumerate(lines, 1):
+    for lineno, line in enumerate(lines, batch.first_line):
         if not line.strip():
             continue
         out.n_records += 1
@@ -320,7 +321,7 @@ def _parse(batch: Batch, lineno: int, line: str, out: Validated) -> dict[str, An
 
 def _ledger(batch: Batch, lines: list[str], out: Validated) -> None:
     entries = out.ledger.setdefault(batch.split or batch.origin, {})
-    for lineno, line in enumerate(lines, 1):
+    for lineno, line in enumerate(lines, batch.first_line):
         if line.strip():
             entry = _parse(batch, lineno, line, out)
             if entry is not None:
