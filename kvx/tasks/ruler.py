@@ -173,11 +173,33 @@ class Prompt(NamedTuple):
     metadata: dict[str, Any]
 
 
-def _prompt(instruction: str, body: str, spans: list[tuple[int, int]], **fields: Any) -> Prompt:
-    """Put the instruction line before the body and shift the evidence spans to match."""
-    shift = len(instruction) + 1
+def _prompt(
+    instruction: str, body: str, spans: list[tuple[int, int]], sep: str = "\n", **fields: Any
+) -> Prompt:
+    """Put the instruction before the body (on its own line unless ``sep`` says otherwise: RULER's FWE
+    template runs on with a space) and shift the evidence spans to match."""
+    shift = len(instruction) + len(sep)
     evidence = [(start + shift, end + shift) for start, end in spans]
-    return Prompt(context=f"{instruction}\n{body}", evidence=evidence, **fields)
+    return Prompt(context=f"{instruction}{sep}{body}", evidence=evidence, **fields)
+
+
+def word_spans(
+    words: Sequence[str], answers: Sequence[str], labels: Sequence[str] | None = None
+) -> tuple[str, list[tuple[int, int]]]:
+    """``words`` joined by spaces (each after its label, ``"3. word"``, when ``labels`` are given) and
+    the character span of every occurrence of an answer word, in text order: the evidence of the
+    counting tasks, whose answer is stated by no one span but by all of its occurrences together."""
+    wanted = set(answers)
+    parts: list[str] = []
+    spans: list[tuple[int, int]] = []
+    offset = 0
+    for i, word in enumerate(words):
+        head = f"{labels[i]} " if labels is not None else ""
+        if word in wanted:
+            spans.append((offset + len(head), offset + len(head) + len(word)))
+        parts.append(head + word)
+        offset += len(head) + len(word) + 1
+    return " ".join(parts), spans
 
 
 class RulerTask(Task):
@@ -349,7 +371,16 @@ class NiahMultikey(_Niah):
 
 
 @dataclass
-class NiahMultivalue(_Niah):
+class _RulerNiah(_Niah):
+    """A NIAH configuration of RULER's own (``synthetic.yaml``), decoded with the KVDiagnosis
+    release's budget for the NIAH families (64 tokens, ``src/kvcachebench/schema.py``); kvx's two
+    defaults above keep the short budget of every kvx QA task."""
+
+    max_new_tokens: ClassVar[int] = 64
+
+
+@dataclass
+class NiahMultivalue(_RulerNiah):
     """One key stated four times with different values in essays; all four values must be recalled."""
 
     name: ClassVar[str] = "niah_multivalue"
@@ -358,7 +389,7 @@ class NiahMultivalue(_Niah):
 
 
 @dataclass
-class NiahMultiquery(_Niah):
+class NiahMultiquery(_RulerNiah):
     """Four keys in essays, all four queried at once."""
 
     name: ClassVar[str] = "niah_multiquery"
@@ -376,6 +407,8 @@ class VariableTracking(RulerTask):
     """
 
     name: ClassVar[str] = "vt"
+    #: the KVDiagnosis release's budget for ruler_variable_tracking (src/kvcachebench/schema.py)
+    max_new_tokens: ClassVar[int] = 128
     num_chains: int = 1
     num_hops: int = 4
 
@@ -428,10 +461,15 @@ class CommonWords(RulerTask):
     """Numbered word list where ``num_cw`` words repeat ``freq_cw`` times and the rest ``freq_ucw`` times.
 
     ``freq_cw = freq_ucw = 0`` means RULER's choice: 30/3 from 4096 tokens up, 6/1 below. Evidence is
-    empty: the answer is a count over the whole list, not something any one span states.
+    every occurrence of a common word (the word itself, not its ``"12. "`` label): the answer is a
+    count, stated by all of them together, so ``num_cw x freq_cw`` spans.
     """
 
     name: ClassVar[str] = "cwe"
+    #: 2: evidence spans (the common words' occurrences) where version 1 had none
+    scorer_version: ClassVar[str] = "2"
+    #: the KVDiagnosis release's budget for ruler_common_words_extraction (src/kvcachebench/schema.py)
+    max_new_tokens: ClassVar[int] = 256
     num_cw: int = 10
     freq_cw: int = 0
     freq_ucw: int = 0
@@ -475,12 +513,12 @@ class CommonWords(RulerTask):
         def build(units: int) -> Prompt:
             words = common * freq_cw + vocabulary[self.num_cw : self.num_cw + units] * freq_ucw
             random.Random(order_seed).shuffle(words)
-            body = " ".join(f"{i}. {word}" for i, word in enumerate(words, 1))
+            body, spans = word_spans(words, common, [f"{i}." for i in range(1, len(words) + 1)])
             metadata = {"freq_cw": freq_cw, "freq_ucw": freq_ucw, "num_words": len(words)}
             return _prompt(
                 instruction,
                 body,
-                [],
+                spans,
                 question=question,
                 answers=common,
                 answer_prefix=prefix,
@@ -496,11 +534,17 @@ class FrequentWords(RulerTask):
 
     Haystack units are the Zipf sample size ``N`` (word of rank r appears ``int(N r^-alpha / zeta(alpha))``
     times); sizes start where rank 4 strictly outnumbers rank 5, so the answer is unambiguous.
-    ``vocab_size = 0`` means RULER's ``context_tokens // 50`` (at least 10). Evidence is empty: the
-    answer is a count over the whole text, not something any one span states.
+    ``vocab_size = 0`` means RULER's ``context_tokens // 50`` (at least 10). Evidence is every
+    occurrence of the three answer words: the answer is a count, stated by all of them together.
+    The instruction runs on into the text with a space, as RULER's template has it.
     """
 
     name: ClassVar[str] = "fwe"
+    #: 2: evidence spans (the answer words' occurrences) where version 1 had none, RULER's space after
+    #: the instruction where version 1 had a newline
+    scorer_version: ClassVar[str] = "2"
+    #: the KVDiagnosis release's budget for ruler_frequent_words_extraction (src/kvcachebench/schema.py)
+    max_new_tokens: ClassVar[int] = 256
     alpha: float = 2.0
     coded_wordlen: int = 6
     vocab_size: int = 0
@@ -543,11 +587,13 @@ class FrequentWords(RulerTask):
         def build(units: int) -> Prompt:
             words = [word for word, share in zip(vocabulary, shares) for _ in range(int(units * share))]
             random.Random(order_seed).shuffle(words)
+            body, spans = word_spans(words, vocabulary[1:4])
             metadata = {"vocab_size": size, "num_words": len(words)}
             return _prompt(
                 instruction,
-                " ".join(words),
-                [],
+                body,
+                spans,
+                " ",
                 question=question,
                 answers=vocabulary[1:4],
                 answer_prefix=prefix,
@@ -557,19 +603,19 @@ class FrequentWords(RulerTask):
         return build
 
 
-# RULER's named subtasks (NVIDIA/RULER scripts/data/synthetic.yaml): the configurations the
+# RULER's named subtasks (NVIDIA/RULER scripts/synthetic.yaml): the configurations the
 # KVDiagnosis workloads run, one registered task each, so `task=ruler_niah_single_2` is RULER's.
 
 
 @dataclass
-class NiahSingle1(_Niah):
+class NiahSingle1(_RulerNiah):
     """RULER ``niah_single_1``: noise haystack, word key, number value."""
 
     name: ClassVar[str] = "niah_single_1"
 
 
 @dataclass
-class NiahSingle2(_Niah):
+class NiahSingle2(_RulerNiah):
     """RULER ``niah_single_2``: essay haystack, word key, number value."""
 
     name: ClassVar[str] = "niah_single_2"
@@ -577,7 +623,7 @@ class NiahSingle2(_Niah):
 
 
 @dataclass
-class NiahSingle3(_Niah):
+class NiahSingle3(_RulerNiah):
     """RULER ``niah_single_3``: essay haystack, word key, UUID value."""
 
     name: ClassVar[str] = "niah_single_3"
@@ -586,7 +632,7 @@ class NiahSingle3(_Niah):
 
 
 @dataclass
-class NiahMultikey1(_Niah):
+class NiahMultikey1(_RulerNiah):
     """RULER ``niah_multikey_1``: essay haystack, four word keys (three distractor needles)."""
 
     name: ClassVar[str] = "niah_multikey_1"
@@ -595,7 +641,7 @@ class NiahMultikey1(_Niah):
 
 
 @dataclass
-class NiahMultikey2(_Niah):
+class NiahMultikey2(_RulerNiah):
     """RULER ``niah_multikey_2``: a haystack of word-key/number-value distractor needles."""
 
     name: ClassVar[str] = "niah_multikey_2"
@@ -603,7 +649,7 @@ class NiahMultikey2(_Niah):
 
 
 @dataclass
-class NiahMultikey3(_Niah):
+class NiahMultikey3(_RulerNiah):
     """RULER ``niah_multikey_3``: a haystack of UUID-key/UUID-value distractor needles."""
 
     name: ClassVar[str] = "niah_multikey_3"
