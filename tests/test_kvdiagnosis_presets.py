@@ -67,8 +67,8 @@ def test_every_subtask_is_registered_and_sizes_a_small_prompt() -> None:
 
     for name in SUBTASKS:
         task = registry("task").get(name)()
-        source = task.sources(1, 0, 1024, count)[0]
-        assert count(f"{source.context}\n{source.question}") <= 1024
+        source = task.sources(1, 0, 2048, count)[0]  # bytes: RULER's examples take ~1900 of them
+        assert count(f"{source.context}\n{source.question}") <= 2048
         assert source.evidence, name  # every family has evidence spans (coverage, EAR)
 
 

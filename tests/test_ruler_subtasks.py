@@ -16,7 +16,7 @@ from kvx.diagnostics.alignment import align_evidence
 from kvx.diagnostics.cache_coverage import Coverage
 from kvx.modeling.reader import Prompt
 from kvx.readers.tiny import byte_tokenizer
-from kvx.tasks.ruler import CommonWords, FrequentWords, word_spans
+from kvx.tasks.ruler import CommonWords, FrequentWords, VariableTracking, word_spans
 
 
 def words(text: str) -> int:
@@ -99,18 +99,18 @@ def test_fwe_evidence_is_every_occurrence_of_the_three_answer_words():
     assert "\n" not in source.context
 
 
-def test_counting_families_changed_version_so_stored_cells_are_not_reused():
-    """Evidence is part of what these tasks hand over: cells stored before it existed must not stand
-    for the new ones, so the scorer version (in the cell identity) moved."""
+def test_changed_generators_changed_version_so_stored_cells_are_not_reused():
+    """CWE/FWE now hand over evidence and RULER's template, VT and CWE RULER's example: cells stored
+    before must not stand for the new ones, so the scorer version (in the cell identity) moved; the
+    NIAH generators did not change."""
     from kvx.compressors.none import NoCompression
     from kvx.pipeline.cell import Cell
 
-    for name in ("ruler_cwe", "ruler_fwe"):
+    for name in ("ruler_cwe", "ruler_fwe", "ruler_vt"):
         task = task_class(name)()
-        assert type(task).scorer_version == "2"
         cell = Cell(name, task, "tiny", "none", NoCompression(), 0.0, 0, 1, 512, 256)
         assert cell.identity({"name": "tiny"}).task["scorer_version"] == "2"
-    assert task_class("ruler_vt").scorer_version == "1"
+    assert task_class("ruler_niah_multivalue").scorer_version == "1"
 
 
 def test_coverage_of_a_cwe_source_by_hand():
@@ -143,3 +143,37 @@ def test_coverage_of_a_cwe_source_by_hand():
     assert result.values["ecov"] == pytest.approx(9 / 12)
     assert result.values["err"] == pytest.approx((1 + l1 / (l1 + l2)) / 2)
     assert result.values["n_spans"] == 6 and result.values["evidence_tokens"] == 3 * (l1 + l2)
+
+
+def test_vt_starts_with_rulers_answered_example():
+    """variable_tracking.py: one in-context example (3-letter names, its own value, at most 500
+    tokens unanswered) with its answer, a blank line, then the task; evidence stays in the task."""
+    source = VariableTracking().sources(1, 0, 900, words)[0]
+    example, task = source.context.split("they are:  ", 1)
+    names_line, rest = task.split("\n", 1)
+    shown = names_line.split()
+    assert len(shown) == 5 and all(len(name) == 3 and name.isupper() for name in shown)
+    assert rest.startswith("\nMemorize and track the chain(s)")
+    assert words(example + "they are:") <= VariableTracking.example_tokens
+    assert f"VAR {shown[0]} = " in example
+    assert all(f"VAR {b} = VAR {a}" in example for a, b in zip(shown, shown[1:]))
+    start = len(source.context) - len(rest)
+    assert all(a >= start for a, _ in source.evidence)  # no evidence inside the example
+    assert [source.context[a:b].split()[1] for a, b in source.evidence] == source.answers
+
+
+def test_cwe_starts_with_rulers_answered_example():
+    """common_words_extraction.py: one answered example list first, 40 words at 10/3 repeats from
+    4096 tokens (20 at 3/1 below), none of them an answer; evidence only in the task's list."""
+    for target, (size, repeats, others) in ((700, (20, 3, 1)), (4096, (40, 10, 3))):
+        source = CommonWords().sources(1, 0, target, words)[0]
+        example, task = source.context.split("Below is a numbered list", 2)[1:]
+        listed = example.split("\n")[1].split()[1::2]
+        counts = collections.Counter(listed)
+        answered = example.split("list are: ")[1].split()[1::2]
+        assert len(counts) == size and len(answered) == 10
+        assert {counts[word] for word in answered} == {repeats}
+        assert sorted(counts.values()) == [others] * (size - 10) + [repeats] * 10
+        assert not set(counts) & set(source.answers)
+        start = len(source.context) - len(task)
+        assert all(a >= start for a, _ in source.evidence)

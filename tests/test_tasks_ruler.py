@@ -139,12 +139,14 @@ def test_variable_tracking_evidence_is_the_queried_chain_in_order():
             f"VAR {b} = VAR {a}" for a, b in zip(names, names[1:])
         ]
         assert [start for start, _ in source.evidence] == sorted(start for start, _ in source.evidence)
-        assert sum(line.startswith("VAR ") for line in source.context.splitlines()) == 8
+        task = source.context.split("they are:  ", 1)[1].split("\n", 1)[1]  # after RULER's example
+        assert sum(line.startswith("VAR ") for line in task.splitlines()) == 8
 
 
 def test_common_words_answer_is_the_most_frequent_words():
     source = CommonWords(num_cw=5, freq_cw=8, freq_ucw=2).sources(1, 0, 1500, words)[0]
-    listed = re.findall(r"\d+\. (\S+)", source.context.split("\n", 1)[1])
+    task = source.context.rsplit("Below is a numbered list", 1)[1]  # after RULER's answered example
+    listed = re.findall(r"\d+\. (\S+)", task.split("\n", 1)[1])
     counts = collections.Counter(listed)
     assert {word for word, n in counts.items() if n == 8} == set(source.answers)
     assert set(counts.values()) == {8, 2}
