@@ -177,3 +177,18 @@ def test_cwe_starts_with_rulers_answered_example():
         assert not set(counts) & set(source.answers)
         start = len(source.context) - len(task)
         assert all(a >= start for a, _ in source.evidence)
+
+
+def test_alignment_keeps_the_overlap_rule_on_overlapping_offsets():
+    """Evidence tokens are those whose nonempty offset range overlaps the span, also where byte tokens
+    share a character's offsets (é is two bytes) and a span cuts a character in two."""
+    tokenizer = byte_tokenizer()
+    text = "ab é cd ééx"
+    ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    prompt = Prompt(context_ids=ids, question_ids=ids[:, :0], context_text=text)
+    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    evidence = [(0, 2), (3, 4), (5, 7), (8, 11), (1, 9)]
+    alignment = align_evidence(tokenizer, prompt, evidence)
+    expected = [{i for i, (s, e) in enumerate(offsets) if s < b and e > a and e > s} for a, b in evidence]
+    assert alignment.ok and alignment.spans == expected
+    assert alignment.spans[1] == {3, 4}  # é: two byte tokens over the same character
