@@ -139,16 +139,18 @@ def test_variable_tracking_evidence_is_the_queried_chain_in_order():
             f"VAR {b} = VAR {a}" for a, b in zip(names, names[1:])
         ]
         assert [start for start, _ in source.evidence] == sorted(start for start, _ in source.evidence)
-        assert sum(line.startswith("VAR ") for line in source.context.splitlines()) == 8
+        task = source.context.split("they are:  ", 1)[1].split("\n", 1)[1]  # after RULER's example
+        assert sum(line.startswith("VAR ") for line in task.splitlines()) == 8
 
 
 def test_common_words_answer_is_the_most_frequent_words():
     source = CommonWords(num_cw=5, freq_cw=8, freq_ucw=2).sources(1, 0, 1500, words)[0]
-    listed = re.findall(r"\d+\. (\S+)", source.context.split("\n", 1)[1])
+    task = source.context.rsplit("Below is a numbered list", 1)[1]  # after RULER's answered example
+    listed = re.findall(r"\d+\. (\S+)", task.split("\n", 1)[1])
     counts = collections.Counter(listed)
     assert {word for word, n in counts.items() if n == 8} == set(source.answers)
     assert set(counts.values()) == {8, 2}
-    assert source.evidence == []
+    assert len(source.evidence) == 5 * 8  # every occurrence of each common word
 
 
 def test_common_words_follow_ruler_frequencies_by_length():
@@ -158,11 +160,11 @@ def test_common_words_follow_ruler_frequencies_by_length():
 
 def test_frequent_words_answer_is_the_top_three_coded_words():
     source = FrequentWords().sources(1, 0, 2000, words)[0]
-    counts = collections.Counter(source.context.split("\n", 1)[1].split())
+    counts = collections.Counter(source.context.split("coded words. ", 1)[1].split())
     ranked = [word for word, _ in counts.most_common() if word != "..."]
     assert set(ranked[:3]) == set(source.answers)
     assert counts[ranked[2]] > counts[ranked[3]]
-    assert source.evidence == []
+    assert len(source.evidence) == sum(counts[word] for word in ranked[:3])
 
 
 def test_too_small_target_is_an_error():

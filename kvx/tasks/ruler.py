@@ -173,11 +173,33 @@ class Prompt(NamedTuple):
     metadata: dict[str, Any]
 
 
-def _prompt(instruction: str, body: str, spans: list[tuple[int, int]], **fields: Any) -> Prompt:
-    """Put the instruction line before the body and shift the evidence spans to match."""
-    shift = len(instruction) + 1
+def _prompt(
+    instruction: str, body: str, spans: list[tuple[int, int]], sep: str = "\n", **fields: Any
+) -> Prompt:
+    """Put the instruction before the body (on its own line unless ``sep`` says otherwise: RULER's FWE
+    template runs on with a space) and shift the evidence spans to match."""
+    shift = len(instruction) + len(sep)
     evidence = [(start + shift, end + shift) for start, end in spans]
-    return Prompt(context=f"{instruction}\n{body}", evidence=evidence, **fields)
+    return Prompt(context=f"{instruction}{sep}{body}", evidence=evidence, **fields)
+
+
+def word_spans(
+    words: Sequence[str], answers: Sequence[str], labels: Sequence[str] | None = None
+) -> tuple[str, list[tuple[int, int]]]:
+    """``words`` joined by spaces (each after its label, ``"3. word"``, when ``labels`` are given) and
+    the character span of every occurrence of an answer word, in text order: the evidence of the
+    counting tasks, whose answer is stated by no one span but by all of its occurrences together."""
+    wanted = set(answers)
+    parts: list[str] = []
+    spans: list[tuple[int, int]] = []
+    offset = 0
+    for i, word in enumerate(words):
+        head = f"{labels[i]} " if labels is not None else ""
+        if word in wanted:
+            spans.append((offset + len(head), offset + len(head) + len(word)))
+        parts.append(head + word)
+        offset += len(head) + len(word) + 1
+    return " ".join(parts), spans
 
 
 class RulerTask(Task):
@@ -193,15 +215,18 @@ class RulerTask(Task):
         """Smallest and largest haystack size (in the subclass's own units) worth trying."""
 
     @abstractmethod
-    def _builder(self, rng: random.Random, context_tokens: int) -> Callable[[int], Prompt]:
-        """Draw everything independent of haystack size from ``rng``; return a pure size -> prompt map."""
+    def _builder(
+        self, rng: random.Random, context_tokens: int, count_tokens: CountTokens
+    ) -> Callable[[int], Prompt]:
+        """Draw everything independent of haystack size from ``rng`` (and size any fixed example with
+        ``count_tokens``); return a pure size -> prompt map."""
 
     def sources(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> list[Source]:
         lowest, highest = self._units(context_tokens)
         out: list[Source] = []
         units = lowest
         for index in range(n):
-            build = self._builder(random.Random(f"{self.name}:{seed}:{index}"), context_tokens)
+            build = self._builder(random.Random(f"{self.name}:{seed}:{index}"), context_tokens, count_tokens)
             measure = functools.partial(_measure, build, count_tokens)
             units, tokens = fit_units(measure, context_tokens, lowest, highest, hint=units)
             prompt = build(units)
@@ -266,7 +291,9 @@ class _Niah(RulerTask):
             for _ in range(units)
         ]
 
-    def _builder(self, rng: random.Random, context_tokens: int) -> Callable[[int], Prompt]:
+    def _builder(
+        self, rng: random.Random, context_tokens: int, count_tokens: CountTokens
+    ) -> Callable[[int], Prompt]:
         used: set[str] = set()
         keys = [
             _draw_unique(lambda: _draw(self.type_needle_k, rng), used)
@@ -349,7 +376,16 @@ class NiahMultikey(_Niah):
 
 
 @dataclass
-class NiahMultivalue(_Niah):
+class _RulerNiah(_Niah):
+    """A NIAH configuration of RULER's own (``synthetic.yaml``), decoded with the KVDiagnosis
+    release's budget for the NIAH families (64 tokens, ``src/kvcachebench/schema.py``); kvx's two
+    defaults above keep the short budget of every kvx QA task."""
+
+    max_new_tokens: ClassVar[int] = 64
+
+
+@dataclass
+class NiahMultivalue(_RulerNiah):
     """One key stated four times with different values in essays; all four values must be recalled."""
 
     name: ClassVar[str] = "niah_multivalue"
@@ -358,7 +394,7 @@ class NiahMultivalue(_Niah):
 
 
 @dataclass
-class NiahMultiquery(_Niah):
+class NiahMultiquery(_RulerNiah):
     """Four keys in essays, all four queried at once."""
 
     name: ClassVar[str] = "niah_multiquery"
@@ -372,10 +408,17 @@ class VariableTracking(RulerTask):
     """Chains ``VAR B = VAR A`` hidden in noise; name every variable that ends up holding the first value.
 
     Evidence is every statement of the queried chain; other chains are distractors. Haystack units
-    are noise blocks and chain statements keep their order at uniform random depths.
+    are noise blocks and chain statements keep their order at uniform random depths. As in RULER, an
+    answered example of the task (its own names and value, up to ``example_tokens``) comes first.
     """
 
     name: ClassVar[str] = "vt"
+    #: 2: RULER's in-context example before the task
+    scorer_version: ClassVar[str] = "2"
+    #: the KVDiagnosis release's budget for ruler_variable_tracking (src/kvcachebench/schema.py)
+    max_new_tokens: ClassVar[int] = 128
+    #: RULER sizes its in-context example to at most 500 tokens (variable_tracking.py, max_seq_length=500)
+    example_tokens: ClassVar[int] = 500
     num_chains: int = 1
     num_hops: int = 4
 
@@ -386,33 +429,79 @@ class VariableTracking(RulerTask):
     def _units(self, context_tokens: int) -> tuple[int, int]:
         return 0, context_tokens
 
-    def _builder(self, rng: random.Random, context_tokens: int) -> Callable[[int], Prompt]:
+    def _chains(
+        self, rng: random.Random, length: int, hops: int, shared_value: bool
+    ) -> list[tuple[list[str], str, list[float]]]:
+        """``num_chains`` chains of ``hops`` assignments: unique ``length``-letter names, a 5-digit
+        value (one for every chain in RULER's example, one each otherwise), sorted uniform depths."""
         used: set[str] = set()
-        chains: list[tuple[list[str], str, list[float]]] = []
-        for _ in range(self.num_chains):
+        value = _draw_unique(lambda: str(rng.randint(10000, 99999)), used)
+        chains = []
+        for chain in range(self.num_chains):
             names = [
-                _draw_unique(lambda: "".join(rng.choices(string.ascii_uppercase, k=5)), used)
-                for _ in range(self.num_hops + 1)
+                _draw_unique(lambda: "".join(rng.choices(string.ascii_uppercase, k=length)), used)
+                for _ in range(hops + 1)
             ]
-            value = _draw_unique(lambda: str(rng.randint(10000, 99999)), used)
+            if chain and not shared_value:
+                value = _draw_unique(lambda: str(rng.randint(10000, 99999)), used)
             chains.append((names, value, sorted(rng.random() for _ in names)))
-        names, value, _ = chains[0]
-        instruction = "Memorize and track the chain(s) of variable assignment hidden in the following text.\n"
-        question = f"Question: Find all variables that are assigned the value {value} in the text above."
-        prefix = (
+        return chains
+
+    @staticmethod
+    def _text(
+        chains: list[tuple[list[str], str, list[float]]], units: int
+    ) -> tuple[str, list[tuple[int, int]]]:
+        """Noise blocks with each chain's statements in order at its depths; the first chain's spans."""
+        inserts = []
+        for chain, (names, value, depths) in enumerate(chains):
+            statements = [f"VAR {names[0]} = {value}"]
+            statements += [f"VAR {b} = VAR {a}" for a, b in itertools.pairwise(names)]
+            inserts += [(int(units * d), text, chain == 0) for d, text in zip(depths, statements)]
+        body, spans, _ = weave([NOISE] * units, inserts, "\n")
+        return body, spans
+
+    @staticmethod
+    def _wording(names: list[str], value: str) -> tuple[str, str, str]:
+        """RULER's variable_tracking template: instruction, question and answer prefix."""
+        return (
+            "Memorize and track the chain(s) of variable assignment hidden in the following text.\n",
+            f"Question: Find all variables that are assigned the value {value} in the text above.",
             "Answer: According to the chain(s) of variable assignment in the text above, "
-            f"{len(names)} variables are assigned the value {value}, they are:"
+            f"{len(names)} variables are assigned the value {value}, they are:",
         )
 
+    def _example(self, rng: random.Random, count_tokens: CountTokens) -> str:
+        """RULER's in-context example, answered, before the task (``sys_vartrack_w_noise_random`` with
+        ``icl_example``): 3-letter names, at most 10 hops, every chain holding one value, as much noise
+        as keeps the unanswered example within ``example_tokens``."""
+        chains = self._chains(rng, 3, min(10, self.num_hops), shared_value=True)
+        names, value, _ = chains[0]
+        instruction, question, prefix = self._wording(names, value)
+
+        def unanswered(units: int) -> str:
+            return f"{instruction}\n{self._text(chains, units)[0]}\n{question} {prefix}"
+
+        units, _ = fit_units(lambda k: count_tokens(unanswered(k)), self.example_tokens, 0, 500, hint=0)
+        return f"{unanswered(units)}  {' '.join(names)}\n"  # RULER's prefix ends in a space, then " "
+
+    def _builder(
+        self, rng: random.Random, context_tokens: int, count_tokens: CountTokens
+    ) -> Callable[[int], Prompt]:
+        chains = self._chains(rng, 5, self.num_hops, shared_value=False)
+        names, value, _ = chains[0]
+        instruction, question, prefix = self._wording(names, value)
+        example = self._example(rng, count_tokens)
+
         def build(units: int) -> Prompt:
-            inserts = []
-            for chain, (chain_names, chain_value, depths) in enumerate(chains):
-                statements = [f"VAR {chain_names[0]} = {chain_value}"]
-                statements += [f"VAR {b} = VAR {a}" for a, b in itertools.pairwise(chain_names)]
-                inserts += [(int(units * d), text, chain == 0) for d, text in zip(depths, statements)]
-            body, spans, _ = weave([NOISE] * units, inserts, "\n")
+            body, spans = self._text(chains, units)
             return _prompt(
-                instruction, body, spans, question=question, answers=names, answer_prefix=prefix, metadata={}
+                f"{example}\n{instruction}",
+                body,
+                spans,
+                question=question,
+                answers=names,
+                answer_prefix=prefix,
+                metadata={},
             )
 
         return build
@@ -427,11 +516,17 @@ def _common_vocabulary() -> tuple[str, ...]:
 class CommonWords(RulerTask):
     """Numbered word list where ``num_cw`` words repeat ``freq_cw`` times and the rest ``freq_ucw`` times.
 
-    ``freq_cw = freq_ucw = 0`` means RULER's choice: 30/3 from 4096 tokens up, 6/1 below. Evidence is
-    empty: the answer is a count over the whole list, not something any one span states.
+    ``freq_cw = freq_ucw = 0`` means RULER's choice: 30/3 from 4096 tokens up, 6/1 below. As in RULER,
+    one answered example list comes first. Evidence is every occurrence of a common word in the task's
+    list (the word itself, not its ``"12. "`` label): the answer is a count, stated by all of them
+    together, so ``num_cw x freq_cw`` spans.
     """
 
     name: ClassVar[str] = "cwe"
+    #: 2: evidence spans (the common words' occurrences) where version 1 had none; RULER's example
+    scorer_version: ClassVar[str] = "2"
+    #: the KVDiagnosis release's budget for ruler_common_words_extraction (src/kvcachebench/schema.py)
+    max_new_tokens: ClassVar[int] = 256
     num_cw: int = 10
     freq_cw: int = 0
     freq_ucw: int = 0
@@ -459,7 +554,9 @@ class CommonWords(RulerTask):
         self._frequencies(context_tokens)
         return 0, len(_common_vocabulary()) - self.num_cw
 
-    def _builder(self, rng: random.Random, context_tokens: int) -> Callable[[int], Prompt]:
+    def _builder(
+        self, rng: random.Random, context_tokens: int, count_tokens: CountTokens
+    ) -> Callable[[int], Prompt]:
         freq_cw, freq_ucw = self._frequencies(context_tokens)
         vocabulary = list(_common_vocabulary())
         rng.shuffle(vocabulary)
@@ -471,16 +568,25 @@ class CommonWords(RulerTask):
         )
         question = f"Question: What are the {self.num_cw} most common words in the above list?"
         prefix = f"Answer: The top {self.num_cw} words that appear most often in the list are:"
+        # RULER's one answered example before the task (common_words_extraction.py, num_fewshot=1):
+        # 40 words at 10/3 repeats from 4096 tokens up, 20 at 3/1 below; none of them is an answer
+        size, repeats, others = (40, 10, 3) if context_tokens >= 4096 else (20, 3, 1)
+        drawn = rng.sample(vocabulary[self.num_cw :], size)
+        shown = drawn[: self.num_cw] * repeats + drawn[self.num_cw :] * others
+        rng.shuffle(shown)
+        listed, _ = word_spans(shown, [], [f"{i}." for i in range(1, len(shown) + 1)])
+        answered = " ".join(f"{i}. {word}" for i, word in enumerate(drawn[: self.num_cw], 1))
+        example = f"{instruction}\n{listed}\n{question} {prefix} {answered}"
 
         def build(units: int) -> Prompt:
             words = common * freq_cw + vocabulary[self.num_cw : self.num_cw + units] * freq_ucw
             random.Random(order_seed).shuffle(words)
-            body = " ".join(f"{i}. {word}" for i, word in enumerate(words, 1))
+            body, spans = word_spans(words, common, [f"{i}." for i in range(1, len(words) + 1)])
             metadata = {"freq_cw": freq_cw, "freq_ucw": freq_ucw, "num_words": len(words)}
             return _prompt(
-                instruction,
+                f"{example}\n{instruction}",
                 body,
-                [],
+                spans,
                 question=question,
                 answers=common,
                 answer_prefix=prefix,
@@ -496,11 +602,17 @@ class FrequentWords(RulerTask):
 
     Haystack units are the Zipf sample size ``N`` (word of rank r appears ``int(N r^-alpha / zeta(alpha))``
     times); sizes start where rank 4 strictly outnumbers rank 5, so the answer is unambiguous.
-    ``vocab_size = 0`` means RULER's ``context_tokens // 50`` (at least 10). Evidence is empty: the
-    answer is a count over the whole text, not something any one span states.
+    ``vocab_size = 0`` means RULER's ``context_tokens // 50`` (at least 10). Evidence is every
+    occurrence of the three answer words: the answer is a count, stated by all of them together.
+    The instruction runs on into the text with a space, as RULER's template has it.
     """
 
     name: ClassVar[str] = "fwe"
+    #: 2: evidence spans (the answer words' occurrences) where version 1 had none, RULER's space after
+    #: the instruction where version 1 had a newline
+    scorer_version: ClassVar[str] = "2"
+    #: the KVDiagnosis release's budget for ruler_frequent_words_extraction (src/kvcachebench/schema.py)
+    max_new_tokens: ClassVar[int] = 256
     alpha: float = 2.0
     coded_wordlen: int = 6
     vocab_size: int = 0
@@ -520,7 +632,9 @@ class FrequentWords(RulerTask):
     def _units(self, context_tokens: int) -> tuple[int, int]:
         return math.ceil(1 / (self._share(4) - self._share(5))), 4 * context_tokens
 
-    def _builder(self, rng: random.Random, context_tokens: int) -> Callable[[int], Prompt]:
+    def _builder(
+        self, rng: random.Random, context_tokens: int, count_tokens: CountTokens
+    ) -> Callable[[int], Prompt]:
         size = self.vocab_size or max(context_tokens // 50, 10)
         used: set[str] = set()
         vocabulary = [
@@ -543,11 +657,13 @@ class FrequentWords(RulerTask):
         def build(units: int) -> Prompt:
             words = [word for word, share in zip(vocabulary, shares) for _ in range(int(units * share))]
             random.Random(order_seed).shuffle(words)
+            body, spans = word_spans(words, vocabulary[1:4])
             metadata = {"vocab_size": size, "num_words": len(words)}
             return _prompt(
                 instruction,
-                " ".join(words),
-                [],
+                body,
+                spans,
+                " ",
                 question=question,
                 answers=vocabulary[1:4],
                 answer_prefix=prefix,
@@ -557,19 +673,19 @@ class FrequentWords(RulerTask):
         return build
 
 
-# RULER's named subtasks (NVIDIA/RULER scripts/data/synthetic.yaml): the configurations the
+# RULER's named subtasks (NVIDIA/RULER scripts/synthetic.yaml): the configurations the
 # KVDiagnosis workloads run, one registered task each, so `task=ruler_niah_single_2` is RULER's.
 
 
 @dataclass
-class NiahSingle1(_Niah):
+class NiahSingle1(_RulerNiah):
     """RULER ``niah_single_1``: noise haystack, word key, number value."""
 
     name: ClassVar[str] = "niah_single_1"
 
 
 @dataclass
-class NiahSingle2(_Niah):
+class NiahSingle2(_RulerNiah):
     """RULER ``niah_single_2``: essay haystack, word key, number value."""
 
     name: ClassVar[str] = "niah_single_2"
@@ -577,7 +693,7 @@ class NiahSingle2(_Niah):
 
 
 @dataclass
-class NiahSingle3(_Niah):
+class NiahSingle3(_RulerNiah):
     """RULER ``niah_single_3``: essay haystack, word key, UUID value."""
 
     name: ClassVar[str] = "niah_single_3"
@@ -586,7 +702,7 @@ class NiahSingle3(_Niah):
 
 
 @dataclass
-class NiahMultikey1(_Niah):
+class NiahMultikey1(_RulerNiah):
     """RULER ``niah_multikey_1``: essay haystack, four word keys (three distractor needles)."""
 
     name: ClassVar[str] = "niah_multikey_1"
@@ -595,7 +711,7 @@ class NiahMultikey1(_Niah):
 
 
 @dataclass
-class NiahMultikey2(_Niah):
+class NiahMultikey2(_RulerNiah):
     """RULER ``niah_multikey_2``: a haystack of word-key/number-value distractor needles."""
 
     name: ClassVar[str] = "niah_multikey_2"
@@ -603,7 +719,7 @@ class NiahMultikey2(_Niah):
 
 
 @dataclass
-class NiahMultikey3(_Niah):
+class NiahMultikey3(_RulerNiah):
     """RULER ``niah_multikey_3``: a haystack of UUID-key/UUID-value distractor needles."""
 
     name: ClassVar[str] = "niah_multikey_3"

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from kvx.aggregate.analyse.matrix import CELL, controls, levels
+from kvx.aggregate.analyse.matrix import CELL, POOL_KEYS, controls, levels
 from kvx.core.records import ANSWER_COSTS, COMPRESSION_COSTS
 
 MIB = 2**20
@@ -69,7 +69,7 @@ def costs(rows: pd.DataFrame, matrix: pd.DataFrame) -> pd.DataFrame:
     measured bytes ratio over ``n_bytes`` records, cost medians over supported records (FullCache rows:
     over their controls, one per source, bytes ratio 1) and the matrix's own accuracy and C→W rate."""
     sides = [*(f"full_{name}" for name in ANSWER_COSTS), *(f"comp_{name}" for name in ANSWER_COSTS)]
-    needed = [*CELL, "task_family", "status", "unit", "full_correct", "retained_share", *sides]
+    needed = [*CELL, *POOL_KEYS, "status", "unit", "full_correct", "retained_share", *sides]
     rows = rows[needed + [f"comp_{name}" for name in COMPRESSION_COSTS]]  # levels relabel copies
     parts = []
     for level, frame in levels(rows):

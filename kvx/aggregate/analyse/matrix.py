@@ -71,19 +71,31 @@ def _fullcache(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return out
 
 
-def family_label(family: str) -> str:
-    """The task label of a family's pooled rows (``ruler/*``: every RULER task of the selection)."""
-    return f"{family}/*"
+#: what a family pool keys on: the family and the context length its prompts were sized to (RULER-8K
+#: and RULER-16K are two workloads, never one pool); rows without a length (external records) pool by
+#: family alone
+POOL_KEYS = ["task_family", "context_tokens"]
+
+
+def family_label(family: str, context_tokens: float = np.nan) -> str:
+    """The task label of a family's pooled rows: ``ruler/* @8192`` pools every RULER task of the
+    selection sized to 8192 tokens, ``ruler/*`` those of rows that give no length."""
+    return f"{family}/*" if np.isnan(context_tokens) else f"{family}/* @{int(context_tokens)}"
 
 
 def levels(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """The rows as each level of the matrix groups them: per task, then relabelled once per task family
-    of two or more tasks (``family``) and once over every task (``pooled``). Each relabels a copy, so
-    callers pass only the columns they need."""
+    and context length of two or more tasks (``family``) and once over every task (``pooled``). Each
+    relabels a copy, so callers pass only the columns they need (with ``POOL_KEYS``)."""
     out: list[tuple[str, pd.DataFrame]] = [("task", rows)]
-    families = rows[rows["task_family"] != ""].groupby("task_family", sort=True)["task"].nunique()
-    for family in families[families > 1].index:
-        out.append(("family", rows[rows["task_family"] == family].assign(task=family_label(family))))
+    member = rows[rows["task_family"] != ""]
+    pools = member.groupby(POOL_KEYS, sort=True, dropna=False)["task"].nunique()
+    for (family, length), n_tasks in pools.items():
+        if n_tasks < 2:
+            continue
+        same = rows["context_tokens"].isna() if np.isnan(length) else rows["context_tokens"] == length
+        pool = rows[(rows["task_family"] == family) & same]
+        out.append(("family", pool.assign(task=family_label(family, length))))
     if rows["task"].nunique() > 1:
         out.append(("pooled", rows.assign(task=POOLED)))
     return out
@@ -91,9 +103,9 @@ def levels(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 def matrix(rows: pd.DataFrame) -> pd.DataFrame:
     """Per task x reader x compressor x setting, plus FullCache rows and source-weighted pools: one per
-    task family of two or more tasks (``level`` family, between its tasks and the pooled rows) and one
-    over every task (``level`` pooled)."""
-    needed = [*CELL, "ratio", "task_family", "status", "comp_score", "comp_correct", "transition"]
+    task family and context length of two or more tasks (``level`` family, between its tasks and the
+    pooled rows) and one over every task (``level`` pooled)."""
+    needed = [*CELL, "ratio", *POOL_KEYS, "status", "comp_score", "comp_correct", "transition"]
     rows = rows[needed + ["unit", "full_score", "full_correct"]]  # the pools relabel a copy of these only
     parts = []
     for level, frame in levels(rows):

@@ -179,6 +179,8 @@ def project(
         "key": record["key"],
         "task": record["task"],
         "task_family": str(record.get("task_family") or ""),
+        # the length the split's prompts were sized to (cell identity); external records may give none
+        "context_tokens": _number((record["cell"].get("fields") or {}).get("context_tokens")),
         "reader": reader,
         "revision": record["model_revision"] or UNKNOWN,
         "family": str(record.get("reader_family") or reader),  # unknown: a family of its own
