@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from kvx.cli import presets
+from kvx.__main__ import conf_dir
+from kvx.cli import presets, suite
 from kvx.core.errors import ConfigError
 
 PART_A = """# @package _global_
@@ -93,9 +95,22 @@ def test_an_override_whose_value_has_a_colon_is_for_every_part(tmp_path: Path) -
 
 
 def test_a_bad_part_fails_before_any_part_runs(tmp_path: Path) -> None:
-    """The suite checks every part first: a typo in the last part's override stops it in a second."""
-    cmd = [sys.executable, "-m", "kvx", "+experiment=kvdiagnosis/main", "hotpotqa:ratio=1.5"]
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
-    assert done.returncode == 2, done.stderr
-    assert "ratio" in done.stderr and "suite part" not in done.stderr
-    assert not (tmp_path / "outputs").exists()
+    """``python -m kvx +experiment=kvdiagnosis/main`` without Qasper's file stops in its check, naming
+    where the data lives, before any part runs and before anything is written."""
+    main = [sys.executable, "-m", "kvx", "+experiment=kvdiagnosis/main", "reader=tiny"]
+    done = subprocess.run(main, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 2 and "task.path is not set: task=qasper" in done.stderr, done.stderr
+    assert "suite part" not in done.stderr and not (tmp_path / "outputs").exists()
+
+
+def test_every_part_is_checked_before_the_first_runs(tmp_path: Path) -> None:
+    """A bad value meant for the last part fails the check of the whole suite."""
+    root = tmp_path / "conf"
+    shutil.copytree(conf_dir(), root)
+    both = "# @package _global_\nsuite: [study/a, study/b]\n"
+    _root(root, a=PART_A.replace("8192", "64"), b=PART_B, all=both)
+    parts = presets.suite(["+experiment=study/all", "reader=tiny", "b:ratio=1.5"], str(root))
+    assert parts is not None
+    suite.check(parts[:1], str(root))  # the first part alone is fine
+    with pytest.raises(ConfigError, match="ratio=1.5"):
+        suite.check(parts, str(root))

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kvx.aggregate.analyse.matrix import NO_DIAGNOSTICS, categories
+from kvx.aggregate.analyse.matrix import NO_DIAGNOSTICS, categories, family_label
 from kvx.aggregate.read.rows import Metric
 from kvx.compressors.hqq import RATIO_TO_BITS
 from kvx.diagnostics.categories import CATEGORIES
@@ -83,11 +83,11 @@ def _known(value: Any) -> bool:
 
 def workload(task: str, family: str, context_tokens: Any) -> str:
     """The paper's workload of a task. RULER's tasks at one context length are one workload
-    (``ruler[context_tokens=8192]`` is RULER-8K); a RULER task without a recorded context length (the
-    release imported as one task per dataset: ``ruler8k``) is its own; any other task pools with its
-    family (the release imported per subtask: family ``ruler8k``), else stands alone."""
+    (``ruler/* @8192`` is RULER-8K, the matrix's family pool); a RULER task without a recorded context
+    length (the release imported as one task per dataset: ``ruler8k``) is its own; any other task pools
+    with its family (the release imported per subtask: family ``ruler8k``), else stands alone."""
     if family == RULER:
-        return f"{RULER}[context_tokens={context_tokens}]" if _known(context_tokens) else task
+        return family_label(RULER, float(context_tokens)) if _known(context_tokens) else task
     return family or task
 
 

@@ -225,7 +225,7 @@ OPTIONAL_SECTIONS: tuple[Section, ...] = (
         "kvdiagnosis",
         "Workloads and setting tiers (KVDiagnosis)",
         "A workload is KVDiagnosis's unit: RULER's tasks at one context length pool into one "
-        "(ruler[context_tokens=8192] is RULER-8K; a RULER task without a recorded length, as the release "
+        "(ruler/* @8192 is RULER-8K; a RULER task without a recorded length, as the release "
         "imported per dataset, is its own), any other task pools with its task family, else stands alone. "
         "Tiers pool the settings the paper draws in one column: light = 75% retained (ratio 0.25) or "
         "8-bit QuantizedCache (hqq), intermediate = 50% or 4 bits, aggressive = 25% or 2 bits; a cell in "
