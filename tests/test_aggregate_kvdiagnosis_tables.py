@@ -387,3 +387,35 @@ def test_report_shows_the_workload_section(tmp_path: Path) -> None:
     html = (out / "report.html").read_text(encoding="utf-8")
     assert 'id="kvdiagnosis"' in html and "kvd_accounting" in html and "kvd_modal_categories" in html
     assert (out / "kvdiagnosis.md").is_file() and (out / "kvd-tier-rate_r.png").is_file()
+
+
+RULER_SUBTASKS = (
+    *(f"ruler_niah_single_{i}" for i in (1, 2, 3)),
+    *(f"ruler_niah_multikey_{i}" for i in (1, 2, 3)),
+    "ruler_niah_multivalue",
+    "ruler_niah_multiquery",
+    "ruler_vt",
+    "ruler_cwe",
+    "ruler_fwe",
+)
+
+
+def test_a_synthetic_ruler_sweep_categorizes_all_seven_families(tmp_path: Path) -> None:
+    """With evidence for every family (CWE and FWE included), a sweep over RULER's 11 subtasks has Table 4
+    categories for each of the seven families, not N/A for two of them."""
+    from kvx.testing.synthetic import Grid, write_records
+
+    grid = Grid(tasks=RULER_SUBTASKS, compressors=("snapkv",), n_sources=12, intervention=False)
+    write_records(tmp_path / "records", grid)
+    cats = analyse(DirectorySource([tmp_path / "records"]), FAST).tables["categories"]
+    named = cats[~cats["category"].isin(["N/A", "not_categorized"]) & (cats["rows"] > 0)]
+    families = {task_group(task) for task in named["task"] if task.startswith("ruler_")}
+    assert families == {
+        "ruler_niah_single",
+        "ruler_niah_multikey",
+        "ruler_niah_multivalue",
+        "ruler_niah_multiquery",
+        "ruler_vt",
+        "ruler_cwe",
+        "ruler_fwe",
+    }
