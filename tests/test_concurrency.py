@@ -79,8 +79,9 @@ def test_eight_workers_on_sqlite_lose_and_duplicate_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
-def test_a_sweep_stopped_mid_cell_resumes_and_supersedes_itself(tmp_path, sig):
+def test_a_sweep_stopped_mid_cell_resumes_and_supersedes_itself(tmp_path, blank_store, sig):
     # six sources: the kill, a poll (0.2 s) after the first is spooled, lands with five still to go
+    blank_store(tmp_path)
     grid = ["press=snapkv", "ratio=0.25,0.5", "n_sources=6", "context_tokens=600", "max_new_tokens=16"]
     proc = start(tmp_path, *grid)
     wait_for_running_cell(tmp_path, proc)
@@ -103,9 +104,10 @@ def test_a_sweep_stopped_mid_cell_resumes_and_supersedes_itself(tmp_path, sig):
     assert "0 errors and 0 warnings" in aggregate_strict(tmp_path)
 
 
-def test_a_full_disk_fails_the_cell_in_one_line_and_the_rerun_resumes(tmp_path):
+def test_a_full_disk_fails_the_cell_in_one_line_and_the_rerun_resumes(tmp_path, blank_store):
     """MLflow's local artifact repository is made to raise ENOSPC (as a full disk does) from the
     second cell's records on; the rerun, with space back, finishes the grid."""
+    blank_store(tmp_path)
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
@@ -131,13 +133,15 @@ def test_a_full_disk_fails_the_cell_in_one_line_and_the_rerun_resumes(tmp_path):
     assert "0 errors and 0 warnings" in aggregate_strict(tmp_path)
 
 
-def test_a_corrupt_control_file_is_recomputed_and_a_copied_folder_reads_its_own_artifacts(tmp_path):
+def test_a_corrupt_control_file_is_recomputed_and_a_copied_folder_reads_its_own_artifacts(
+    tmp_path, blank_store
+):
     """A control file that does not parse is set aside and recomputed. The store records absolute
     artifact paths, so a copy of the outputs folder must read its own artifacts, not the original's."""
     import shutil
 
     first, copy = tmp_path / "first", tmp_path / "copy"
-    first.mkdir()
+    blank_store(first)
     run_ok(first, "press=snapkv", "ratio=0.5", "n_sources=3")
     files = sorted((first / "outputs" / "controls").rglob("*.json"))
     assert len(files) == 3

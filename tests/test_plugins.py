@@ -176,7 +176,8 @@ def test_disable_plugins_lists_only_kvx(sites: dict[str, Path], tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_example_plugin_runs_end_to_end(sites: dict[str, Path], tmp_path: Path) -> None:
+def test_example_plugin_runs_end_to_end(sites: dict[str, Path], tmp_path: Path, blank_store) -> None:
+    blank_store(tmp_path)
     args = [
         "press=value_norm",
         "press.n_sink=8",
@@ -195,7 +196,8 @@ def test_example_plugin_runs_end_to_end(sites: dict[str, Path], tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_broken_plugin_does_not_stop_a_run(sites: dict[str, Path], tmp_path: Path) -> None:
+def test_broken_plugin_does_not_stop_a_run(sites: dict[str, Path], tmp_path: Path, blank_store) -> None:
+    blank_store(tmp_path)
     args = ["press=tova", "ratio=0.5", *TINY_RUN, "n_sources=1", f"outputs_dir={tmp_path / 'outputs'}"]
     done, _ = _kvx(args, tmp_path, [sites["broken"]])
     assert done.returncode == 0, done.stderr[-3000:]

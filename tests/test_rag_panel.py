@@ -48,7 +48,10 @@ def audit_panel(folder: Path, out: Path) -> pd.DataFrame:
 
 
 @pytest.mark.slow
-def test_a_reader_panel_gets_one_artifact_per_row_and_a_tampered_one_is_refused(tmp_path: Path) -> None:
+def test_a_reader_panel_gets_one_artifact_per_row_and_a_tampered_one_is_refused(
+    tmp_path: Path, blank_store
+) -> None:
+    blank_store(tmp_path)
     data = hotpot_file(tmp_path)
     task = ["task=hotpotqa", f"task.path={data}", "reader=tiny"]
     sweep(tmp_path, *task, "reader.seed=0,1", "transform=bm25_top_k", "transform.k=3")

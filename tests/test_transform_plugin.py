@@ -63,7 +63,8 @@ def run(cwd: Path, plugin: Path, module: str, *args: str) -> subprocess.Complete
     )
 
 
-def test_keep_ends_transform_runs_in_a_sweep_with_a_kv_press(tmp_path, plugin):
+def test_keep_ends_transform_runs_in_a_sweep_with_a_kv_press(tmp_path, blank_store, plugin):
+    blank_store(tmp_path)
     data = tmp_path / "hotpot.json"
     data.write_text(json.dumps(HOTPOT))
     args = ["-m", "task=hotpotqa", f"task.path={data}", "transform=none,keep_ends", "press=none,tova"]
@@ -105,8 +106,9 @@ def test_keep_ends_transform_runs_in_a_sweep_with_a_kv_press(tmp_path, plugin):
     assert "transform" in matrix.columns
 
 
-def test_turn_selector_plugin_runs_on_the_dialogue_probes(tmp_path, plugin):
+def test_turn_selector_plugin_runs_on_the_dialogue_probes(tmp_path, blank_store, plugin):
     """A third-party turn selector is one entry point: ``turn_selector=longest_turns`` after pip install."""
+    blank_store(tmp_path)
     args = ["-m", "task=tpbench_p2", "turn_selector=longest_turns,recency", "turn_fraction=0.5", "press=none"]
     args += ["reader=tiny", "n_sources=3", "max_new_tokens=3", "progress=false", "diagnostics=[]"]
     done = run(tmp_path, plugin, "kvx", *args)
