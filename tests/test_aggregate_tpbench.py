@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import run_kvx
+from helpers import SOLO_LEASE, run_kvx
 
 from kvx.aggregate.__main__ import main
 from kvx.aggregate.analyse.tpbench import TABLES, cluster_interval, tpbench_rows
@@ -434,6 +434,7 @@ def test_aggregate_of_a_tiny_tpbench_run(tmp_path: Path, blank_store) -> None:
     +experiment=tpbench/...``) into ``python -m kvx.aggregate``: every TPBench table is in the report."""
     blank_store(tmp_path)
     common = ["reader=tiny", "n_sources=3", "max_new_tokens=4", "progress=false", "task.corpus=synthetic"]
+    common += SOLO_LEASE
     runs = [
         [
             "+experiment=tpbench/main",

@@ -12,11 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import SOLO_LEASE
 from mlflow.tracking import MlflowClient
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ["reader=tiny", "n_sources=3", "context_tokens=300", "max_new_tokens=4", "progress=false"]
+TINY = ["reader=tiny", "n_sources=3", "context_tokens=300", "max_new_tokens=4", "progress=false", *SOLO_LEASE]
 
 
 def env(**extra: str) -> dict[str, str]:
@@ -103,7 +104,7 @@ def test_interrupted_grouped_sweep_resumes_without_duplicates(tmp_path, blank_st
     """per_job=[ratio]: one job per press, killed once the first job's cells are finished."""
     blank_store(tmp_path)
     args = ["-m", "press=tova,knorm", "ratio=0.25,0.5", "reader=tiny", "n_sources=6", "per_job=[ratio]"]
-    args += ["context_tokens=1500", "max_new_tokens=16", "progress=false"]
+    args += ["context_tokens=1500", "max_new_tokens=16", "progress=false", *SOLO_LEASE]
     proc = started(args, tmp_path)
     deadline = time.time() + 300
     while time.time() < deadline and finished_cells(tmp_path / "outputs" / "mlflow.db") == 0:
@@ -127,7 +128,7 @@ def test_a_sweep_killed_mid_source_loop_resumes_at_the_sources_it_reached(tmp_pa
     finished, the rerun reuses every spooled source and computes only the rest."""
     blank_store(tmp_path)
     args = ["-m", "press=tova,knorm", "ratio=0.25,0.5", "reader=tiny", "n_sources=6"]
-    args += ["context_tokens=1500", "max_new_tokens=16", "progress=false"]
+    args += ["context_tokens=1500", "max_new_tokens=16", "progress=false", *SOLO_LEASE]
     proc = started(args, tmp_path)
     partial = tmp_path / "outputs" / "partial"
     deadline = time.time() + 300
@@ -154,7 +155,7 @@ def test_a_failing_job_marks_the_parent_failed(tmp_path, blank_store):
     # passes the preflight (40 tokens is above any RULER floor) but no byte-level prompt is that short
     blank_store(tmp_path)
     args = ["-m", "reader=tiny", "press=tova", "n_sources=1", "context_tokens=300,40", "max_new_tokens=4"]
-    proc = kvx([*args, "progress=false"], tmp_path)
+    proc = kvx([*args, "progress=false", *SOLO_LEASE], tmp_path)
     assert proc.returncode != 0 and "context_tokens=40 is too small" in proc.stderr
     parents = runs(tmp_path, "sweep")
     assert len(parents) == 1 and parents[0].info.status == "FAILED"

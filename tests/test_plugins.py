@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import SOLO_LEASE
 
 from kvx.core.setting import n_kept
 from kvx.modeling.capture import capture_prefill
@@ -27,7 +28,7 @@ EXAMPLE_SRC = REPO / "plugins" / "kvx-plugin-example"
 #: a kvx subprocess that fails before composing a config takes ~1-2 s; leave room for a busy machine
 FAIL_FAST_S = 30.0
 #: byte-level tiny reader: ruler_niah_single needs ~280 tokens at least
-TINY_RUN = ["reader=tiny", "context_tokens=400", "progress=false"]
+TINY_RUN = ["reader=tiny", "context_tokens=400", "progress=false", *SOLO_LEASE]
 
 Listing = dict[str, list[tuple[str, str, str, str]]]
 

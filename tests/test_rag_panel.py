@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import run_kvx
+from helpers import SOLO_LEASE, run_kvx
 
 from kvx.aggregate.__main__ import main
 
-COMMON = ["press=none", "n_sources=6", "max_new_tokens=4", "diagnostics=[]", "progress=false"]
+COMMON = ["press=none", "n_sources=6", "max_new_tokens=4", "diagnostics=[]", "progress=false", *SOLO_LEASE]
 
 
 def hotpot_file(folder: Path) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import SOLO_LEASE
 from mlflow.tracking import MlflowClient
 
 pytestmark = pytest.mark.slow
@@ -20,6 +21,7 @@ TINY = [
     "max_new_tokens=4",
     "progress=false",
     "diagnostics=[]",
+    *SOLO_LEASE,
 ]
 
 
