@@ -56,6 +56,8 @@ def run_kvx(folder, *args: str) -> None:
 TINY_SWEEP = ["reader=tiny", "context_tokens=300", "max_new_tokens=4", "progress=false", "diagnostics=[]"]
 # a worker killed on this machine is known dead at once (its pid), so stale_s only guards other machines;
 # it stays long because 16 workers on 2 cores can starve a heartbeat thread for seconds
+# one worker alone on its store: no rival's claim can land, so the pause that lets them (settle_s) only waits
+SOLO_LEASE = ["lease.settle_s=0.05"]
 FAST_LEASE = ["lease.settle_s=0.3", "lease.poll_s=0.5", "lease.heartbeat_s=2", "lease.stale_s=60"]
 
 

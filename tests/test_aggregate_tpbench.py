@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import run_kvx
+from helpers import SOLO_LEASE, run_kvx
 
 from kvx.aggregate.__main__ import main
 from kvx.aggregate.analyse.tpbench import TABLES, cluster_interval, tpbench_rows
@@ -429,10 +429,12 @@ def test_rank_change_figure(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_aggregate_of_a_tiny_tpbench_run(tmp_path: Path) -> None:
+def test_aggregate_of_a_tiny_tpbench_run(tmp_path: Path, blank_store) -> None:
     """Records of a real (tiny, random) reader through the paper's presets (``python -m kvx
     +experiment=tpbench/...``) into ``python -m kvx.aggregate``: every TPBench table is in the report."""
+    blank_store(tmp_path)
     common = ["reader=tiny", "n_sources=3", "max_new_tokens=4", "progress=false", "task.corpus=synthetic"]
+    common += SOLO_LEASE
     runs = [
         [
             "+experiment=tpbench/main",

@@ -12,11 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import SOLO_LEASE
 from mlflow.tracking import MlflowClient
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ["reader=tiny", "n_sources=3", "context_tokens=300", "max_new_tokens=4", "progress=false"]
+TINY = ["reader=tiny", "n_sources=3", "context_tokens=300", "max_new_tokens=4", "progress=false", *SOLO_LEASE]
 
 
 def env(**extra: str) -> dict[str, str]:
@@ -72,8 +73,9 @@ def finished_cells(db: Path) -> int:
         return 0
 
 
-def test_design_card_sweep_logs_parent_cells_and_control_then_reuses_them(tmp_path):
+def test_design_card_sweep_logs_parent_cells_and_control_then_reuses_them(tmp_path, blank_store):
     # window_size is a SnapKV field only, so TOVA gets its own sweep
+    blank_store(tmp_path)
     proc = kvx(["-m", "press=snapkv", "ratio=0.25,0.5", "press.window_size=16", *TINY], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     proc = kvx(["-m", "press=tova", "ratio=0.25,0.5", *TINY], tmp_path)
@@ -98,10 +100,11 @@ def test_design_card_sweep_logs_parent_cells_and_control_then_reuses_them(tmp_pa
     assert len(runs(tmp_path, "cell")) == 4  # nothing recomputed, nothing duplicated
 
 
-def test_interrupted_grouped_sweep_resumes_without_duplicates(tmp_path):
+def test_interrupted_grouped_sweep_resumes_without_duplicates(tmp_path, blank_store):
     """per_job=[ratio]: one job per press, killed once the first job's cells are finished."""
+    blank_store(tmp_path)
     args = ["-m", "press=tova,knorm", "ratio=0.25,0.5", "reader=tiny", "n_sources=6", "per_job=[ratio]"]
-    args += ["context_tokens=1500", "max_new_tokens=16", "progress=false"]
+    args += ["context_tokens=1500", "max_new_tokens=16", "progress=false", *SOLO_LEASE]
     proc = started(args, tmp_path)
     deadline = time.time() + 300
     while time.time() < deadline and finished_cells(tmp_path / "outputs" / "mlflow.db") == 0:
@@ -120,11 +123,12 @@ def test_interrupted_grouped_sweep_resumes_without_duplicates(tmp_path):
     assert (resumed.stdout + resumed.stderr).count("skip ") == len(finished_before)
 
 
-def test_a_sweep_killed_mid_source_loop_resumes_at_the_sources_it_reached(tmp_path):
+def test_a_sweep_killed_mid_source_loop_resumes_at_the_sources_it_reached(tmp_path, blank_store):
     """The default sweep runs its cells source by source in one job: killed before any cell
     finished, the rerun reuses every spooled source and computes only the rest."""
+    blank_store(tmp_path)
     args = ["-m", "press=tova,knorm", "ratio=0.25,0.5", "reader=tiny", "n_sources=6"]
-    args += ["context_tokens=1500", "max_new_tokens=16", "progress=false"]
+    args += ["context_tokens=1500", "max_new_tokens=16", "progress=false", *SOLO_LEASE]
     proc = started(args, tmp_path)
     partial = tmp_path / "outputs" / "partial"
     deadline = time.time() + 300
@@ -147,10 +151,11 @@ def test_a_sweep_killed_mid_source_loop_resumes_at_the_sources_it_reached(tmp_pa
     assert not list(partial.glob("*.jsonl"))  # finished cells leave no spool behind
 
 
-def test_a_failing_job_marks_the_parent_failed(tmp_path):
+def test_a_failing_job_marks_the_parent_failed(tmp_path, blank_store):
     # passes the preflight (40 tokens is above any RULER floor) but no byte-level prompt is that short
+    blank_store(tmp_path)
     args = ["-m", "reader=tiny", "press=tova", "n_sources=1", "context_tokens=300,40", "max_new_tokens=4"]
-    proc = kvx([*args, "progress=false"], tmp_path)
+    proc = kvx([*args, "progress=false", *SOLO_LEASE], tmp_path)
     assert proc.returncode != 0 and "context_tokens=40 is too small" in proc.stderr
     parents = runs(tmp_path, "sweep")
     assert len(parents) == 1 and parents[0].info.status == "FAILED"
@@ -197,8 +202,9 @@ def test_config_is_found_after_a_non_editable_install(tmp_path):
     assert "ratio: 0.5" in cfg.stdout and "mlflow:" in cfg.stdout
 
 
-def test_cells_with_error_records_are_recomputed_not_reused(tmp_path):
+def test_cells_with_error_records_are_recomputed_not_reused(tmp_path, blank_store):
     # kvpress's AdaKV cannot find its masking keys on random weights: every source errors
+    blank_store(tmp_path)
     args = ["press=adakv", "press.window_size=8", "ratio=0.5", *TINY]
     first = kvx(args, tmp_path)
     assert first.returncode == 0, first.stderr[-2000:]

@@ -35,12 +35,14 @@ def run_ok(cwd: Path, *args: str) -> str:
 
 
 def wait_for_running_cell(cwd: Path, proc: subprocess.Popen, timeout: float = 300) -> None:
-    """Until a cell run is RUNNING in the store (the worker is mid-cell)."""
+    """Until a cell run is RUNNING in the store and a source of it is done (spooled): the worker is
+    mid-cell, into its sources. Waiting on the spool, not a fixed time, keeps the cell short."""
     db = cwd / "outputs" / "mlflow.db"
+    partial = cwd / "outputs" / "partial"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()[1][-3000:]
-        if db.exists():
+        if any(p.read_text().strip() for p in partial.glob("*.jsonl")) and db.exists():
             try:
                 with sqlite3.connect(db, timeout=1) as con:
                     row = con.execute(
@@ -51,7 +53,6 @@ def wait_for_running_cell(cwd: Path, proc: subprocess.Popen, timeout: float = 30
             except sqlite3.OperationalError:  # tables not created yet, or locked: look again
                 row = (0,)
             if row[0]:
-                time.sleep(1.0)  # into the cell's sources
                 return
         time.sleep(0.2)
     raise AssertionError("no cell run started")
@@ -78,8 +79,10 @@ def test_eight_workers_on_sqlite_lose_and_duplicate_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
-def test_a_sweep_stopped_mid_cell_resumes_and_supersedes_itself(tmp_path, sig):
-    grid = ["press=snapkv", "ratio=0.25,0.5", "n_sources=16", "context_tokens=600", "max_new_tokens=16"]
+def test_a_sweep_stopped_mid_cell_resumes_and_supersedes_itself(tmp_path, blank_store, sig):
+    # six sources: the kill, a poll (0.2 s) after the first is spooled, lands with five still to go
+    blank_store(tmp_path)
+    grid = ["press=snapkv", "ratio=0.25,0.5", "n_sources=6", "context_tokens=600", "max_new_tokens=16"]
     proc = start(tmp_path, *grid)
     wait_for_running_cell(tmp_path, proc)
     os.killpg(proc.pid, sig) if sig == signal.SIGKILL else proc.send_signal(sig)
@@ -92,7 +95,7 @@ def test_a_sweep_stopped_mid_cell_resumes_and_supersedes_itself(tmp_path, sig):
     left = ledger(tmp_path)
     assert any(r.info.status != "FINISHED" for r in left["cell"])  # a cell was cut off
     run_ok(tmp_path, *grid)
-    check_exactly_once(tmp_path, cells=2, sources=16)
+    check_exactly_once(tmp_path, cells=2, sources=6)
     sweeps = ledger(tmp_path)["sweep"]
     stopped = (
         "FAILED" if sig == signal.SIGINT else "KILLED"
@@ -101,9 +104,10 @@ def test_a_sweep_stopped_mid_cell_resumes_and_supersedes_itself(tmp_path, sig):
     assert "0 errors and 0 warnings" in aggregate_strict(tmp_path)
 
 
-def test_a_full_disk_fails_the_cell_in_one_line_and_the_rerun_resumes(tmp_path):
+def test_a_full_disk_fails_the_cell_in_one_line_and_the_rerun_resumes(tmp_path, blank_store):
     """MLflow's local artifact repository is made to raise ENOSPC (as a full disk does) from the
     second cell's records on; the rerun, with space back, finishes the grid."""
+    blank_store(tmp_path)
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
@@ -129,13 +133,15 @@ def test_a_full_disk_fails_the_cell_in_one_line_and_the_rerun_resumes(tmp_path):
     assert "0 errors and 0 warnings" in aggregate_strict(tmp_path)
 
 
-def test_a_corrupt_control_file_is_recomputed_and_a_copied_folder_reads_its_own_artifacts(tmp_path):
+def test_a_corrupt_control_file_is_recomputed_and_a_copied_folder_reads_its_own_artifacts(
+    tmp_path, blank_store
+):
     """A control file that does not parse is set aside and recomputed. The store records absolute
     artifact paths, so a copy of the outputs folder must read its own artifacts, not the original's."""
     import shutil
 
     first, copy = tmp_path / "first", tmp_path / "copy"
-    first.mkdir()
+    blank_store(first)
     run_ok(first, "press=snapkv", "ratio=0.5", "n_sources=3")
     files = sorted((first / "outputs" / "controls").rglob("*.json"))
     assert len(files) == 3

@@ -21,7 +21,8 @@ GRID = ["task=ruler_niah_single,ruler_niah_single_1", "press=snapkv,tova", "per_
         ("kvx_ray", "hydra_ray_launcher"),
     ],
 )
-def test_preset_runs_grouped_jobs(tmp_path, preset, plugin):
+def test_preset_runs_grouped_jobs(tmp_path, blank_store, preset, plugin):
+    blank_store(tmp_path)
     if find_spec(f"hydra_plugins.{plugin}") is None:
         pytest.skip(f'{plugin} is not installed (pip install "kvx[launchers]")')
     code, err = finish(start_sweep(tmp_path, f"hydra/launcher={preset}", *GRID))

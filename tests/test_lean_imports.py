@@ -42,14 +42,33 @@ HQQ_FORWARD = TINY + (
 
 
 def _python(code: str) -> str:
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
+    return _python_each(code)[0]
+
+
+def _python_each(*codes: str) -> list[str]:
+    """What each fresh process printed. They run at once: they are independent, and a suite that
+    runs one test at a time leaves the other cores idle."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for code in codes
+    ]
+    outs = []
+    for proc in procs:
+        out, err = proc.communicate()
+        assert proc.returncode == 0, err
+        outs.append(out.strip())
+    return outs
 
 
 def test_hqq_and_sklearn_load_only_when_used_and_results_are_unchanged() -> None:
-    lean = json.loads(_python("import kvx.core.lean_imports as lean\nassert lean.install()\n" + HQQ_FORWARD))
-    plain = json.loads(_python(HQQ_FORWARD))
+    lean, plain = map(
+        json.loads,
+        _python_each(
+            "import kvx.core.lean_imports as lean\nassert lean.install()\n" + HQQ_FORWARD, HQQ_FORWARD
+        ),
+    )
     # what transformers imports by itself
     assert plain["before"] == ["hqq", "sklearn", "scipy.optimize"], plain
     assert lean["before"] == [], lean  # neither up to and through a plain forward

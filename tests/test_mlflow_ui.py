@@ -23,11 +23,11 @@ from playwright.sync_api import expect, sync_playwright  # noqa: E402 - after th
 
 
 @pytest.fixture(scope="module")
-def ui(tmp_path_factory):
-    """A two-cell sweep with every source traced, served by ``mlflow server`` on loopback."""
+def ui(tmp_path_factory, blank_store):
+    """A two-cell sweep with every source traced, served by ``mlflow server`` on loopback. The server
+    comes up on the (blank) store while the sweep fills it, as it would over a running study."""
     root = tmp_path_factory.mktemp("ui")
-    code, err = finish(start_sweep(root, "press=snapkv,tova", "n_sources=2", "tracing.sample=1"))
-    assert code == 0, err[-3000:]
+    blank_store(root)
     port = free_port()
     db = f"sqlite:///{root / 'outputs' / 'mlflow.db'}"
     server = subprocess.Popen(
@@ -39,7 +39,14 @@ def ui(tmp_path_factory):
         stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
-    wait_healthy(f"{url}/health", server)
+    try:
+        code, err = finish(start_sweep(root, "press=snapkv,tova", "n_sources=2", "tracing.sample=1"))
+        assert code == 0, err[-3000:]
+        wait_healthy(f"{url}/health", server)
+    except BaseException:
+        server.terminate()
+        server.wait(timeout=30)
+        raise
     client, exp = store(root)
     yield url, exp, client
     server.terminate()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import SOLO_LEASE
 
 from kvx.core.setting import n_kept
 from kvx.modeling.capture import capture_prefill
@@ -27,7 +28,7 @@ EXAMPLE_SRC = REPO / "plugins" / "kvx-plugin-example"
 #: a kvx subprocess that fails before composing a config takes ~1-2 s; leave room for a busy machine
 FAIL_FAST_S = 30.0
 #: byte-level tiny reader: ruler_niah_single needs ~280 tokens at least
-TINY_RUN = ["reader=tiny", "context_tokens=400", "progress=false"]
+TINY_RUN = ["reader=tiny", "context_tokens=400", "progress=false", *SOLO_LEASE]
 
 Listing = dict[str, list[tuple[str, str, str, str]]]
 
@@ -176,7 +177,8 @@ def test_disable_plugins_lists_only_kvx(sites: dict[str, Path], tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_example_plugin_runs_end_to_end(sites: dict[str, Path], tmp_path: Path) -> None:
+def test_example_plugin_runs_end_to_end(sites: dict[str, Path], tmp_path: Path, blank_store) -> None:
+    blank_store(tmp_path)
     args = [
         "press=value_norm",
         "press.n_sink=8",
@@ -195,7 +197,8 @@ def test_example_plugin_runs_end_to_end(sites: dict[str, Path], tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_broken_plugin_does_not_stop_a_run(sites: dict[str, Path], tmp_path: Path) -> None:
+def test_broken_plugin_does_not_stop_a_run(sites: dict[str, Path], tmp_path: Path, blank_store) -> None:
+    blank_store(tmp_path)
     args = ["press=tova", "ratio=0.5", *TINY_RUN, "n_sources=1", f"outputs_dir={tmp_path / 'outputs'}"]
     done, _ = _kvx(args, tmp_path, [sites["broken"]])
     assert done.returncode == 0, done.stderr[-3000:]

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import run_kvx
+from helpers import SOLO_LEASE, run_kvx
 
 from kvx.aggregate.__main__ import main
 
-COMMON = ["press=none", "n_sources=6", "max_new_tokens=4", "diagnostics=[]", "progress=false"]
+COMMON = ["press=none", "n_sources=6", "max_new_tokens=4", "diagnostics=[]", "progress=false", *SOLO_LEASE]
 
 
 def hotpot_file(folder: Path) -> str:
@@ -48,7 +48,10 @@ def audit_panel(folder: Path, out: Path) -> pd.DataFrame:
 
 
 @pytest.mark.slow
-def test_a_reader_panel_gets_one_artifact_per_row_and_a_tampered_one_is_refused(tmp_path: Path) -> None:
+def test_a_reader_panel_gets_one_artifact_per_row_and_a_tampered_one_is_refused(
+    tmp_path: Path, blank_store
+) -> None:
+    blank_store(tmp_path)
     data = hotpot_file(tmp_path)
     task = ["task=hotpotqa", f"task.path={data}", "reader=tiny"]
     sweep(tmp_path, *task, "reader.seed=0,1", "transform=bm25_top_k", "transform.k=3")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import SOLO_LEASE
 from mlflow.tracking import MlflowClient
 
 pytestmark = pytest.mark.slow
@@ -20,6 +21,7 @@ TINY = [
     "max_new_tokens=4",
     "progress=false",
     "diagnostics=[]",
+    *SOLO_LEASE,
 ]
 
 
@@ -59,7 +61,8 @@ def cell_runs(cwd: Path) -> list:
     return client.search_runs([exp], "tags.`kvx.role` = 'cell'")
 
 
-def test_press_fields_query_aware_and_setting_kinds_are_one_row_each(tmp_path):
+def test_press_fields_query_aware_and_setting_kinds_are_one_row_each(tmp_path, blank_store):
+    blank_store(tmp_path)
     kvx(
         tmp_path,
         "press=snapkv",
@@ -79,7 +82,8 @@ def test_press_fields_query_aware_and_setting_kinds_are_one_row_each(tmp_path):
     assert {"press.window_size", "setting.kind", "setting.value", "reader.seed"} <= set(run.data.params)
 
 
-def test_hqq_bit_widths_are_three_cells(tmp_path):
+def test_hqq_bit_widths_are_three_cells(tmp_path, blank_store):
+    blank_store(tmp_path)
     kvx(tmp_path, "press=hqq", "press.bits=8,4,2", "press.group_size=16")
     matrix, problems = aggregate(tmp_path)
     assert problems.empty, problems.to_string()
@@ -87,7 +91,8 @@ def test_hqq_bit_widths_are_three_cells(tmp_path):
     assert sorted(rows["press.bits"].astype(str)) == ["2", "4", "8"] and (rows["setting"] == "-").all()
 
 
-def test_two_reader_configurations_are_two_readers_with_their_own_controls(tmp_path):
+def test_two_reader_configurations_are_two_readers_with_their_own_controls(tmp_path, blank_store):
+    blank_store(tmp_path)
     kvx(tmp_path, "reader.seed=0,1", "press=tova")
     matrix, problems = aggregate(tmp_path)
     assert problems.empty, problems.to_string()
@@ -95,7 +100,8 @@ def test_two_reader_configurations_are_two_readers_with_their_own_controls(tmp_p
     assert len(matrix[matrix["compressor"] == "FullCache"]) == 2 and len(compressed(matrix)) == 2
 
 
-def test_a_qualified_name_is_the_same_cell_and_is_reused(tmp_path):
+def test_a_qualified_name_is_the_same_cell_and_is_reused(tmp_path, blank_store):
+    blank_store(tmp_path)
     kvx(tmp_path, "press=tova", "ratio=0.25,0.5")
     kvx(tmp_path, "press=kvx:tova", "ratio=0.25,0.5")  # the same two cells: reused, not recomputed
     assert len(cell_runs(tmp_path)) == 2

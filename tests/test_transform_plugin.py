@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import SOLO_LEASE
 from mlflow.tracking import MlflowClient
 
 pytestmark = pytest.mark.slow
@@ -63,11 +64,12 @@ def run(cwd: Path, plugin: Path, module: str, *args: str) -> subprocess.Complete
     )
 
 
-def test_keep_ends_transform_runs_in_a_sweep_with_a_kv_press(tmp_path, plugin):
+def test_keep_ends_transform_runs_in_a_sweep_with_a_kv_press(tmp_path, blank_store, plugin):
+    blank_store(tmp_path)
     data = tmp_path / "hotpot.json"
     data.write_text(json.dumps(HOTPOT))
     args = ["-m", "task=hotpotqa", f"task.path={data}", "transform=none,keep_ends", "press=none,tova"]
-    args += ["reader=tiny", "n_sources=2", "max_new_tokens=3", "progress=false"]
+    args += ["reader=tiny", "n_sources=2", "max_new_tokens=3", "progress=false", *SOLO_LEASE]
     done = run(tmp_path, plugin, "kvx", *args)
     assert done.returncode == 0, done.stderr[-3000:]
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
@@ -105,10 +107,12 @@ def test_keep_ends_transform_runs_in_a_sweep_with_a_kv_press(tmp_path, plugin):
     assert "transform" in matrix.columns
 
 
-def test_turn_selector_plugin_runs_on_the_dialogue_probes(tmp_path, plugin):
+def test_turn_selector_plugin_runs_on_the_dialogue_probes(tmp_path, blank_store, plugin):
     """A third-party turn selector is one entry point: ``turn_selector=longest_turns`` after pip install."""
+    blank_store(tmp_path)
     args = ["-m", "task=tpbench_p2", "turn_selector=longest_turns,recency", "turn_fraction=0.5", "press=none"]
     args += ["reader=tiny", "n_sources=3", "max_new_tokens=3", "progress=false", "diagnostics=[]"]
+    args += SOLO_LEASE
     done = run(tmp_path, plugin, "kvx", *args)
     assert done.returncode == 0, done.stderr[-3000:]
     records = []
