@@ -63,7 +63,7 @@ def check_order(diagnostics: Sequence[tuple[str, Diagnostic]]) -> None:
     records would silently fall outside what it measures. Raises ConfigError naming a working order."""
     names = [name for name, _ in diagnostics]
     for i, (name, diagnostic) in enumerate(diagnostics):
-        needed = diagnostic.requires()
+        needed = diagnostic.requires() if isinstance(diagnostic, Diagnostic) else ()  # duck-typed: reads none
         missing = [n for n in needed if n not in names[:i]]
         if missing:
             order = list(dict.fromkeys([*needed, *(n for n in names if n not in needed)]))
