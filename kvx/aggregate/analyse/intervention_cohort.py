@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import hashlib
 
-import numpy as np
 import pandas as pd
 
+from kvx.aggregate.analyse.intervention import degradations, repairs
 from kvx.aggregate.analyse.matrix import CELL
-from kvx.aggregate.analyse.stats import pair_mcnemar, paired_bootstrap_difference
 from kvx.diagnostics.categories import CATEGORIES
 
 ALL = "all"
@@ -72,36 +71,14 @@ def matched_controls(failures: pd.DataFrame, controls: pd.DataFrame, seed: int) 
 
 
 def _summary(cw: pd.DataFrame, cc: pd.DataFrame, matched: pd.DataFrame, n_boot: int, seed: int) -> dict:
-    rep = cw[cw["iv_reproduced"] == 1.0]
-    ev = rep["iv_repaired_evidence"].to_numpy() == 1.0
-    sh = rep["iv_repaired_sham"].to_numpy() == 1.0
-    deg_ev = int((matched["iv_degraded_evidence"] == 1.0).sum())
-    deg_sh = int((matched["iv_degraded_sham"] == 1.0).sum())
-    n, m = len(rep), len(matched)
-    out = {
+    reproduced = cw[cw["iv_reproduced"] == 1.0]
+    return {
         "n_rows": len(cw),
-        "n_reproduced": n,
-        "repaired_evidence": int(ev.sum()),
-        "repaired_sham": int(sh.sum()),
-        "repair_rate_evidence": ev.mean() if n else np.nan,
-        "repair_rate_sham": sh.mean() if n else np.nan,
-        "paired_diff": np.nan,
-        "diff_ci_low": np.nan,
-        "diff_ci_high": np.nan,
-        "evidence_only": int((ev & ~sh).sum()),
-        "sham_only": int((~ev & sh).sum()),
-        "mcnemar_p": np.nan,
+        **repairs(reproduced, n_boot, seed),
         "n_cc_candidates": len(cc),
-        "n_cc_matched": m,
-        "degraded_evidence": deg_ev,
-        "degraded_sham": deg_sh,
-        "degradation_rate_evidence": deg_ev / m if m else np.nan,
-        "degradation_rate_sham": deg_sh / m if m else np.nan,
+        "n_cc_matched": len(matched),
+        **degradations(matched),
     }
-    if n:
-        diff, low, high = paired_bootstrap_difference(ev, sh, n_boot=n_boot, seed=seed)
-        out.update(paired_diff=diff, diff_ci_low=low, diff_ci_high=high, mcnemar_p=pair_mcnemar(ev, sh)[2])
-    return out
 
 
 def intervention_cohort(rows: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
