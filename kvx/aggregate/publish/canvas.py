@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from matplotlib import rc_context
 from matplotlib.figure import Figure
 
 
@@ -19,6 +20,7 @@ def save_png(fig: Figure, path: Path, dpi: float) -> Path:
     engine = fig.get_layout_engine()
     if engine is not None:
         engine.execute(fig)
-        fig.set_layout_engine("none")
+        with rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
+            fig.set_layout_engine(None)  # no engine: "none" leaves a placeholder savefig lays out with again
     fig.savefig(path, dpi=dpi)  # bbox_inches="tight" would draw twice as well
     return path
