@@ -129,11 +129,13 @@ UNKNOWABLE = (
 )
 
 
+_UNKNOWABLE_PARTS = tuple((path, *path.split(".", 1), "")[:3] for path in UNKNOWABLE)  # (path, head, tail)
+
+
 def unknown_fields(record: dict[str, Any]) -> list[str]:
     """The ``UNKNOWABLE`` fields a record leaves null (a null answer is not an unknown field)."""
     out = []
-    for path in UNKNOWABLE:
-        head, _, tail = path.partition(".")
+    for path, head, tail in _UNKNOWABLE_PARTS:
         node = record.get(head)
         if tail:
             if isinstance(node, dict) and node.get(tail, 0) is None:

@@ -94,11 +94,14 @@ def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
 
 
 def _mann_whitney_u(pos: np.ndarray, neg: np.ndarray) -> float:
-    """Pairs with pos > neg plus half the ties, from midranks in O(n log n)."""
-    from scipy.stats import rankdata  # scipy.stats takes ~0.5 s to import: only when ranking
+    """Pairs with pos > neg plus half the ties, counted over the sorted negatives in O(n log n).
 
-    ranks = rankdata(np.concatenate([pos, neg]))
-    return float(ranks[: pos.size].sum() - pos.size * (pos.size + 1) / 2)
+    Integer counts throughout, so exact (as midranks are); numpy only, because importing
+    ``scipy.stats`` for its ``rankdata`` cost more CPU than every AUROC of an aggregate."""
+    neg_sorted = np.sort(neg)
+    below = np.searchsorted(neg_sorted, pos, side="left")
+    upto = np.searchsorted(neg_sorted, pos, side="right")
+    return float(int(below.sum()) + int(upto.sum())) / 2
 
 
 def auroc(pos: np.ndarray, neg: np.ndarray) -> float | None:

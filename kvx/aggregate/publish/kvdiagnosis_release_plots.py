@@ -11,6 +11,8 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from kvx.aggregate.publish.canvas import save_png
+
 LOW_COVERAGE = 0.5  # Table 4's low mapped-coverage threshold, dashed in Figure 9B
 DPI = 150  # as kvx.aggregate.publish.plots (which imports this module, so not imported from it)
 
@@ -22,9 +24,7 @@ def _figure(width: float, height: float, ncols: int = 1) -> tuple[Figure, list[A
 
 
 def _save(fig: Figure, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI)
-    return path
+    return save_png(fig, path, DPI)
 
 
 def _settings(labels: pd.Series) -> list[str]:

@@ -22,6 +22,7 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from kvx.aggregate.publish.canvas import save_png
 from kvx.aggregate.publish.kvdiagnosis_release_plots import demand_profile_plot, slot_ecov_plot
 from kvx.aggregate.workers import can_fork, cpus, pool
 from kvx.diagnostics.categories import CATEGORIES
@@ -715,6 +716,4 @@ def _figure(width: float, height: float, ncols: int = 1, nrows: int = 1) -> tupl
 
 
 def _save(fig: Figure, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI)  # constrained layout already fits; "tight" would draw every figure twice
-    return path
+    return save_png(fig, path, DPI)

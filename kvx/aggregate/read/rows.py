@@ -29,6 +29,7 @@ INTERVENTION_FIELDS = (
     "degraded_sham",
 )
 NAN = float("nan")
+_COMP_COSTS = ANSWER_COSTS + COMPRESSION_COSTS
 UNKNOWN = "unknown"  # the label of a field an external record leaves unknown (never a made-up value)
 
 
@@ -72,6 +73,11 @@ def _label(kind: str, value: Any) -> str:  # a sweep has few settings and many r
 
 
 def _number(value: Any) -> float:
+    kind = type(value)  # the exact JSON types first: this runs a few dozen times a record
+    if kind is float:
+        return value if math.isfinite(value) else NAN
+    if kind is int:
+        return float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return NAN
     value = float(value)
@@ -215,16 +221,13 @@ def project(
         "retained_token_share": _number((record.get("transform") or {}).get("retained_token_share")),
     }
     for diag, result in diags.items():
-        ok = result.get("status") in VALID
+        values = result.get("values", {}) if result.get("status") in VALID else None
         for value, direction in (result.get("risk") or {}).items():
             if declared.setdefault((diag, value), direction) != direction:
                 conflicts.add((diag, value))
-            row[f"{diag}.{value}"] = _number(result.get("values", {}).get(value)) if ok else NAN
+            row[f"{diag}.{value}"] = NAN if values is None else _number(values.get(value))
     row.update(_transform_fields(record))
-    for prefix, answer, fields in (
-        ("full_", full, ANSWER_COSTS),
-        ("comp_", comp, ANSWER_COSTS + COMPRESSION_COSTS),
-    ):
+    for prefix, answer, fields in (("full_", full, ANSWER_COSTS), ("comp_", comp, _COMP_COSTS)):
         cost = answer.get("cost") or {}  # absent in older and external records: NaN, never imputed
         for name in fields:
             row[f"{prefix}{name}"] = _number(cost.get(name))
