@@ -13,9 +13,8 @@ import pandas as pd
 from kvx.aggregate.analyse.matrix import CELL
 from kvx.aggregate.analyse.stats import pair_mcnemar, paired_bootstrap_difference
 
-COLUMNS = [
-    *CELL,
-    "n_cw_rows",
+#: what ``repairs`` and ``degradations`` return, in the tables' order
+REPAIRS = [
     "n_reproduced",
     "repaired_evidence",
     "repaired_sham",
@@ -27,12 +26,9 @@ COLUMNS = [
     "evidence_only",
     "sham_only",
     "mcnemar_p",
-    "n_cc_controls",
-    "degraded_evidence",
-    "degraded_sham",
-    "degradation_rate_evidence",
-    "degradation_rate_sham",
 ]
+DEGRADATIONS = ["degraded_evidence", "degraded_sham", "degradation_rate_evidence", "degradation_rate_sham"]
+COLUMNS = [*CELL, "n_cw_rows", *REPAIRS, "n_cc_controls", *DEGRADATIONS]
 
 
 def repairs(reproduced: pd.DataFrame, n_boot: int, seed: int) -> dict[str, float]:

@@ -22,32 +22,12 @@ import hashlib
 
 import pandas as pd
 
-from kvx.aggregate.analyse.intervention import degradations, repairs
+from kvx.aggregate.analyse.intervention import DEGRADATIONS, REPAIRS, degradations, repairs
 from kvx.aggregate.analyse.matrix import CELL
 from kvx.diagnostics.categories import CATEGORIES
 
 ALL = "all"
-COLUMNS = [
-    "category",
-    "n_rows",
-    "n_reproduced",
-    "repaired_evidence",
-    "repaired_sham",
-    "repair_rate_evidence",
-    "repair_rate_sham",
-    "paired_diff",
-    "diff_ci_low",
-    "diff_ci_high",
-    "evidence_only",
-    "sham_only",
-    "mcnemar_p",
-    "n_cc_candidates",
-    "n_cc_matched",
-    "degraded_evidence",
-    "degraded_sham",
-    "degradation_rate_evidence",
-    "degradation_rate_sham",
-]
+COLUMNS = ["category", "n_rows", *REPAIRS, "n_cc_candidates", "n_cc_matched", *DEGRADATIONS]
 
 
 def _draw_key(seed: int, key: str) -> str:
