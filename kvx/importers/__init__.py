@@ -14,6 +14,7 @@ import gzip
 import hashlib
 import io
 import json
+import math
 import os
 import shutil
 import time
@@ -30,6 +31,14 @@ IMPORTERS = {"kvdiagnosis": "kvx.importers.kvdiagnosis", "tpbench": "kvx.importe
 MANIFEST = "import_manifest.json"
 RECORDS_SUFFIX = ".jsonl.gz"
 CONTROLS_SUFFIX = ".controls.jsonl.gz"
+
+
+def finite(value: Any) -> float | None:
+    """A finite JSON number, else None (null, an N/A object, a bool or a string are missing, never 0)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
 
 
 class BadInput(Exception):

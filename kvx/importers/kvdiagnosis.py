@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import math
 import re
 import sys
 import time
@@ -48,6 +47,7 @@ from kvx.importers import (
     RECORDS_SUFFIX,
     BadInput,
     JsonlGzWriter,
+    finite,
     manifest_head,
     sha256_file,
     staged,
@@ -367,16 +367,8 @@ def iter_rows(path: Path) -> Iterator[dict[str, Any]]:
         raise BadInput(f"{path}: unreadable after line {lineno} ({exc})") from exc
 
 
-def _number(value: Any) -> float | None:
-    """A finite number, else None (null, an N/A object, a bool or a string are missing, never 0)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
 def _budget(value: Any) -> float | None:
-    number = _number(value)
+    number = finite(value)
     return None if number is None else round(number, 6)
 
 
@@ -400,7 +392,7 @@ def _answer(row: dict[str, Any], side: str) -> Answer:
     """The FullCache (``full``) or compressed answer of a row; Reject when the release lacks its outcome."""
     output, score, correct = (
         row.get(f"raw_output_{side}"),
-        _number(row.get(f"{side}_score")),
+        finite(row.get(f"{side}_score")),
         row.get(f"{side}_correct"),
     )
     if not isinstance(correct, bool):
@@ -437,7 +429,7 @@ def read_controls(release: Release, dataset: str, files: dict[Path, int]) -> dic
             reader=_text(row.get("model_id")),
             revision=_text(row.get("model_revision")),
             n_context=_tokens(row.get("context_length_tokens")),
-            nll=_number(row.get("full_gold_NLL")),
+            nll=finite(row.get("full_gold_NLL")),
             task_name=_text(row.get("official_task_name")),
             task_key=_text(row.get("task_key")),
             run_id=_text(row.get("full_run_id")),
@@ -522,16 +514,16 @@ def diagnostics_of(
     sel = selected or {}
 
     def pick(name: str) -> float | None:
-        value = _number(row.get(name))
-        return value if value is not None else _number(sel.get(name))
+        value = finite(row.get(name))
+        return value if value is not None else finite(sel.get(name))
 
     values = {
         "nll_full": control.nll,
         "nll_comp": pick("compressed_gold_NLL"),
         "delta_nll": pick("delta_NLL"),
         "gpr": pick("GPR"),
-        "kl": _number(sel.get("KL")),
-        "top50": _number(sel.get("TopK")),
+        "kl": finite(sel.get("KL")),
+        "top50": finite(sel.get("TopK")),
     }
     values = {k: v for k, v in values.items() if v is not None}
     likelihood = (
@@ -549,7 +541,7 @@ def diagnostics_of(
     status = COVERAGE_STATUS.get(str(sel.get("coverage_type")))
     if status is not None:
         out["coverage"] = _coverage(sel, status) | {"risk": dict(RISK["coverage"])}
-    ear = _number(sel.get("EAR"))
+    ear = finite(sel.get("EAR"))
     if sel.get("attention_available") is True and ear is not None:
         kind = status if status in ("measured", "projected", "structural") else "measured"
         attention = {"status": kind, "values": {"ear": ear}, "reason": ""}
@@ -575,7 +567,7 @@ def _coverage(sel: dict[str, Any], status: str) -> dict[str, Any]:
             "values": {},
             "reason": reason or f"release coverage_type={sel.get('coverage_type')}",
         }
-    values = {"err": _number(sel.get("ERR_slot")), "ecov": _number(sel.get("ECov_slot"))}
+    values = {"err": finite(sel.get("ERR_slot")), "ecov": finite(sel.get("ECov_slot"))}
     values = {k: v for k, v in values.items() if v is not None}
     if not values:
         return {
@@ -583,7 +575,7 @@ def _coverage(sel: dict[str, Any], status: str) -> dict[str, Any]:
             "values": {},
             "reason": reason or "the release gives no slot coverage value",
         }
-    tau = _number(sel.get("ECov_slot_threshold"))
+    tau = finite(sel.get("ECov_slot_threshold"))
     return {"status": status, "values": values | ({"tau": tau} if tau is not None else {}), "reason": ""}
 
 

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import shutil
 from pathlib import Path
 from typing import Any
 
-from kvx.importers import BadInput, sha256_file
+from kvx.importers import BadInput, finite, sha256_file
 
 DEMAND_DIR = "context_demand"
 DEMAND_FILES = ("ruler8k_context_demand_dataset.jsonl", "ruler8k_context_demand_dataset.csv")
@@ -66,16 +65,12 @@ ReleaseKey = tuple[str, str, str, float | None]  # dataset, sample_id, method_na
 
 def _number(value: Any) -> float | None:
     """A finite number from JSON or a CSV cell; empty, N/A or text is missing (None), never 0."""
-    if isinstance(value, bool) or value is None:
-        return None
     if isinstance(value, str):
         try:
             value = float(value) if value.strip() else None
         except ValueError:
             return None
-    if not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
+    return finite(value)
 
 
 def _count_check(path: Path, rows: int) -> list[str]:

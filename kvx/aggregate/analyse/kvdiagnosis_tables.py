@@ -43,8 +43,9 @@ __all__ = [
 TIERS = ("light", "intermediate", "aggressive")
 #: kvpress compression ratio (the share removed) -> tier: the paper's 75/50/25% retained labels
 RATIO_TIERS = {0.25: "light", 0.5: "intermediate", 0.75: "aggressive"}
-#: QuantizedCache bit width -> tier: 8b/4b/2b (the release maps compression_ratio 0.25/0.5/0.75 to them)
-BITS_TIERS = {8: "light", 4: "intermediate", 2: "aggressive"}
+#: QuantizedCache bit width -> tier: 8b/4b/2b (the release maps compression_ratio 0.25/0.5/0.75 to them,
+#: as kvx's hqq does)
+BITS_TIERS = {RATIO_TO_BITS[ratio]: tier for ratio, tier in RATIO_TIERS.items()}
 QUANTIZED = "hqq"  # kvx's QuantizedCache: its setting is a bit width, not a share of positions
 RULER = "ruler"  # the task family whose tasks pool by context length
 TOTAL = "Total"
