@@ -20,6 +20,10 @@ tables must equal the schema-2 study's, except what schema 1 never recorded (cos
 records per task), read in parts (``kvx.aggregate.read.sources.PART_BYTES``) and each file as one batch;
 ``--records DIR`` times a directory you have instead (e.g. ``python -m kvx.importers kvdiagnosis``'s
 output). Both readings must give identical tables.
+
+Every run reads and draws afresh (``--no-cache``). ``--kept`` also times each input as a later aggregate
+of the same files runs: with what a first, untimed aggregate kept in a cache folder under the workdir
+(validated record files, drawn figures); its tables must be the fresh ones.
 """
 
 from __future__ import annotations
@@ -84,11 +88,18 @@ CHILD = (
 
 #: what an input's label says about reading: each record file whole (one batch) instead of in parts
 WHOLE = "(each file one batch)"
+#: ... and about the cache: a later aggregate, loading what a first one kept
+KEPT = "(kept)"
 
 
-def timed(args: list[str], whole: bool = False) -> tuple[float, float, float, str]:
-    """Wall seconds of a fresh process, its peak RSS and its largest worker's (MiB), its summary line."""
-    env = {**os.environ, "BENCH_PART_BYTES": str(1 << 62)} if whole else None
+def timed(args: list[str], whole: bool = False, kept: Path | None = None) -> tuple[float, float, float, str]:
+    """Wall seconds of a fresh process, its peak RSS and its largest worker's (MiB), its summary line.
+    Read and drawn afresh, or with the cache folder ``kept``."""
+    env = {**os.environ, "BENCH_PART_BYTES": str(1 << 62)} if whole else dict(os.environ)
+    if kept is None:
+        args = [*args, "--no-cache"]
+    else:
+        env["KVX_CACHE_DIR"] = str(kept)
     started = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, "--quiet", "--no-log", *args], capture_output=True, text=True, env=env
@@ -163,6 +174,7 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--workdir", type=Path, default=Path("/tmp/kvx-bench-aggregate"))
     p.add_argument("--schema1", action="store_true", help="also read the study as kvx 0.1 wrote it")
+    p.add_argument("--kept", action="store_true", help="also time each input with a filled cache")
     args = p.parse_args()
     workdir = args.workdir / args.size
     shutil.rmtree(workdir, ignore_errors=True)
@@ -172,11 +184,21 @@ def main() -> None:
     else:
         inputs = generate(args.size, workdir, args.schema1)
     extra = ["--no-plots"] if args.size == "million" else []
+    caches: dict[str, Path] = {}
+    if args.kept:
+        for k, (label, given) in enumerate(list(inputs.items())):
+            caches[f"{label} {KEPT}"] = workdir / f"cache-{k}"
+            timed(
+                [*given, "--out", str(workdir / f"fill-{k}"), *extra],
+                WHOLE in label,
+                caches[f"{label} {KEPT}"],
+            )
+            inputs[f"{label} {KEPT}"] = given
     runs: dict[str, list[tuple[float, float, float, str]]] = {label: [] for label in inputs}
     for i in range(args.repeat):  # alternating inputs, so drift on a shared machine hits both alike
         for k, (label, given) in enumerate(inputs.items()):
             out = str(workdir / f"out-{k}-{i}")
-            runs[label].append(timed([*given, "--out", out, *extra], whole=label.endswith(WHOLE)))
+            runs[label].append(timed([*given, "--out", out, *extra], WHOLE in label, caches.get(label)))
     for label, results in runs.items():
         walls = ", ".join(f"{r[0]:.1f}" for r in results)
         own, worker = max(r[1] for r in results), max(r[2] for r in results)

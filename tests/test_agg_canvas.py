@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from PIL import Image
 
-from kvx.aggregate.publish.canvas import save_png
+from kvx.aggregate.publish.canvas import PNG_OPTIONS, save_png
 
 
 def _figure() -> Figure:
@@ -23,9 +25,18 @@ def _figure() -> Figure:
 
 def test_save_png_is_byte_identical_to_savefig(tmp_path: Path) -> None:
     reference = tmp_path / "reference.png"
-    _figure().savefig(reference, dpi=150)
+    _figure().savefig(reference, dpi=150, pil_kwargs=dict(PNG_OPTIONS))
     path = save_png(_figure(), tmp_path / "nested" / "once.png", 150)
     assert path.read_bytes() == reference.read_bytes()
+
+
+def test_fast_deflate_keeps_every_pixel(tmp_path: Path) -> None:
+    default = tmp_path / "default.png"
+    _figure().savefig(default, dpi=150)  # matplotlib's own deflate level
+    fast = save_png(_figure(), tmp_path / "fast.png", 150)
+    assert fast.read_bytes() != default.read_bytes()  # a different encoding ...
+    with Image.open(default) as a, Image.open(fast) as b:
+        assert np.array_equal(np.asarray(a), np.asarray(b))  # ... of the same image
 
 
 def test_save_png_draws_once(tmp_path: Path) -> None:

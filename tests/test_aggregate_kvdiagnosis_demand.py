@@ -12,6 +12,7 @@ import pytest
 
 from kvx.aggregate.analyse.kvdiagnosis_audit import pyramidkv_pairs, release_audit
 from kvx.aggregate.analyse.kvdiagnosis_demand import NO_LABELS, demand_tables, task_group
+from kvx.aggregate.publish.kvdiagnosis_plots import _profile_cell, settings_profile
 from kvx.aggregate.publish.kvdiagnosis_release_plots import demand_profile_plot
 from kvx.aggregate.read.release_tables import ReleaseTables
 
@@ -129,6 +130,20 @@ def test_table_14_by_setting() -> None:
     assert think["coverage"] == "structural" and math.isnan(think["ecov"]) and think["n_ecov"] == 0
     na = cells.loc[("think", "0.75")]
     assert na["status"] == "unsupported" and math.isnan(na["rows"])
+
+
+def test_figure_11_draws_table_14_with_its_na_cells(tmp_path: Path) -> None:
+    cells = demand_tables(ROWS, RELEASE)["kvd_demand_settings"].set_index(["compressor", "setting"])
+    snap, think, na = (cells.loc[k] for k in [("snapkv", "0.75"), ("think", "0.5"), ("think", "0.75")])
+    value, text = _profile_cell("ecov")(snap)
+    assert value == pytest.approx(0.2375) and text == "0.238"  # (0.1 + 0.3 + 0.5 + 0.05) / 4
+    assert _profile_cell("ecov")(think)[1] == "N/A (S)"  # structural: undefined, never 1
+    assert math.isnan(_profile_cell("ecov")(think)[0])
+    assert _profile_cell("delta_nll")(na)[1] == "N/A\nunsupported"
+    table = cells.reset_index()
+    drawn = settings_profile(table, tmp_path)
+    assert [p.name for p in drawn] == [f"kvd-settings-profile_{t}.png" for t in dict.fromkeys(table["task"])]
+    assert settings_profile(table.iloc[0:0], tmp_path) == []
 
 
 def test_figure_12_profile(tmp_path: Path) -> None:

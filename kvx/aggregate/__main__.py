@@ -2,7 +2,7 @@
 
 python -m kvx.aggregate                          # every finished cell in outputs/mlflow.db
 python -m kvx.aggregate --sweep latest           # only the most recent sweep
-python -m kvx.aggregate --records DIR            # record files produced anywhere
+python -m kvx.aggregate --records DIR            # record files produced anywhere (reread fast)
 python -m kvx.aggregate --strict                 # exit 1 on any validation problem
 python -m kvx.aggregate --swap bm25_top_k:dense_top_k   # also audit one evidence condition against another
 python -m kvx.aggregate --scores scores.csv      # audit precomputed per-row, per-reader scores
@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from kvx.aggregate.read import cache
 from kvx.aggregate.read.sources import DirectorySource, MlflowSource, Source
 from kvx.aggregate.run import Options, Result, analyse
 from kvx.core.errors import ConfigError
@@ -74,6 +75,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--no-log", action="store_true", help="do not log the report to MLflow as an aggregate run"
     )
     p.add_argument("--no-plots", action="store_true", help="tables and report only")
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="read every record file and draw every figure afresh: keep nothing in the user cache",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument(
         "--workers", type=int, help="processes reading records and drawing figures (default: every CPU)"
@@ -104,7 +110,8 @@ def build_source(args: argparse.Namespace) -> tuple[Source, str | None]:
 
         return ScoresSource(args.scores), args.tracking_uri
     if args.records:
-        return DirectorySource(args.records), args.tracking_uri
+        kept = None if args.no_cache or args.export_records else cache.default_root()  # export: the lines
+        return DirectorySource(args.records, cache=kept), args.tracking_uri
     from kvx.cli.preflight import check_reachable  # hydra and plugins: only for stores
 
     uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
@@ -149,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         drawer = None
     else:
-        drawer = None if args.no_plots else _Figures(out, options.workers)
+        kept = None if args.no_cache else cache.default_root()
+        drawer = None if args.no_plots else _Figures(out, options.workers, kept)
         if drawer is None:
             result = analyse(source, options)
         else:
@@ -168,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         options=options,
     )
     _summary(result, source.notes, report, time.perf_counter() - started)
+    if not args.no_cache:
+        cache.prune(cache.default_root())
     errors = sum(p.severity == "error" for p in result.problems)
     return 1 if args.strict and result.problems else (2 if result.n_rows == 0 and errors else 0)
 
@@ -176,8 +186,8 @@ class _Figures:
     """Figures drawn in worker processes while the analysis goes on. The plotting stack is imported
     while the record workers read (``start``), so its import overlaps them instead of preceding them."""
 
-    def __init__(self, out: Path, workers: int | None) -> None:
-        self.out, self.workers = out, workers
+    def __init__(self, out: Path, workers: int | None, kept: Path | None) -> None:
+        self.out, self.workers, self.kept = out, workers, kept
         self.drawer: Drawer | None = None
 
     def start(self) -> Drawer:
@@ -186,7 +196,7 @@ class _Figures:
             from kvx.aggregate.publish.plots import Drawer
 
             self.out.mkdir(parents=True, exist_ok=True)
-            self.drawer = Drawer(self.out, self.workers, FIGURES)
+            self.drawer = Drawer(self.out, self.workers, FIGURES, self.kept)
         return self.drawer
 
     def add(self, name: str, frame: pd.DataFrame) -> None:

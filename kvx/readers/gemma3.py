@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kvx.core.cache import cache_dir
 from kvx.core.errors import ConfigError
-from kvx.modeling.weights import cache_dir, check_sha256, convert_once
+from kvx.modeling.weights import check_sha256, convert_once
 from kvx.readers.base import Reader
 
 if TYPE_CHECKING:

@@ -118,7 +118,8 @@ def resolve_revision(model_id: str, revision: str) -> str:
 def folder_sha256(folder: Path) -> str:
     """sha256 over every file of a model folder (relative path + content hash), remembered per
     (path, size, mtime) in the kvx cache so a multi-GB folder is hashed once."""
-    from kvx.modeling.weights import cache_dir, sha256
+    from kvx.core.cache import cache_dir
+    from kvx.modeling.weights import sha256
 
     memo_path = cache_dir() / "folder-hashes.json"
     try:

@@ -1,6 +1,7 @@
 """KVDiagnosis's per-workload figures from the ``kvd_*`` tables: Figure 4A (C→W rate by workload and
 setting tier), Figure 5 (C→W rows by task and method), Figure 7 (category shares per workload, paired
-dots) and Figure 10 (C→W rows by method and tier; by task).
+dots), Figure 10 (C→W rows by method and tier; by task) and Figure 11 (Table 14's diagnostics by method
+and setting).
 
 Drawn with :mod:`kvx.aggregate.publish.plots`'s helpers, so undefined cells look the same (gray,
 hatched, "N/A"); each function takes one table and an output folder and returns the PNGs it wrote.
@@ -32,9 +33,18 @@ from kvx.aggregate.publish.plots import (
     _missing,
     _save,
     _slug,
+    order_settings,
 )
 
-__all__ = ["FIGURES", "category_dots", "task_bars", "task_heatmap", "tier_bars", "tier_heatmap"]
+__all__ = [
+    "FIGURES",
+    "category_dots",
+    "settings_profile",
+    "task_bars",
+    "task_heatmap",
+    "tier_bars",
+    "tier_heatmap",
+]
 
 TIER_LABELS = {
     "light": "light\n75% / 8b",
@@ -222,6 +232,63 @@ def category_dots(workload_categories: pd.DataFrame, out: Path) -> list[Path]:
     return paths
 
 
+#: Figure 11's panels: Table 14's column, its title, and whether a higher value is preferred
+PROFILE_PANELS = (
+    ("err", "ERR", True),
+    ("ecov", "ECov", True),
+    ("delta_nll", "ΔNLL", False),
+    ("kl", "KL", False),
+    ("top50", "Top-50", True),
+    ("ear", "EAR", True),
+)
+STRUCTURAL = "structural"
+
+
+def _profile_cell(column: str) -> Callable[[pd.Series], CellValue]:
+    def cell(row: pd.Series) -> CellValue:
+        if row.get("status") != "ok":
+            return np.nan, "N/A\nunsupported"
+        if column in ("err", "ecov") and STRUCTURAL in str(row.get("coverage") or "").split("/"):
+            return np.nan, "N/A (S)"  # structural addressability: coverage is not one, it is undefined
+        value = row.get(column)
+        return (np.nan, "N/A") if _missing(value) else (float(value), f"{value:.3f}")
+
+    return cell
+
+
+def settings_profile(settings: pd.DataFrame, out: Path) -> list[Path]:
+    """Figure 11 per task: Table 14 (``kvd_demand_settings``) as six panels, ERR, ECov, ΔNLL, KL, Top-50
+    and EAR means of the cell's C→W rows by method and setting (their row counts are in the table).
+    Structural ERR/ECov, unsupported cells and cells without a valid value are N/A, never 0 or 1; a panel
+    with no valid value anywhere says so; each panel has its own scale (higher preferred: viridis, lower
+    preferred: magma reversed)."""
+    if settings.empty:
+        return []
+    paths = []
+    for (task,), group in _groups(settings, ["task"]):
+        rows, cols = _first_seen(group["compressor"]), order_settings(group["setting"])
+        cells = _cells(group, "compressor", "setting")
+        fig, axes = _figure(3 * (0.9 * len(cols) + 2.6), 2 * (0.42 * len(rows) + 1.3), ncols=3, nrows=2)
+        for ax, (column, title, higher) in zip(axes, PROFILE_PANELS, strict=True):
+            values = pd.to_numeric(group.get(column, pd.Series(dtype=float)), errors="coerce")
+            if values.isna().all():  # one note, not a grid of N/A cells (each costs a hatch and a label)
+                ax.text(0.5, 0.5, f"{title}: N/A in every cell\n(no valid value)", ha="center", va="center")
+                ax.set_axis_off()
+                continue
+            top = float(np.nanmax(values))
+            limits = (
+                (0.0, max(1.0, top))
+                if higher
+                else (min(0.0, float(np.nanmin(values.fillna(0)))), max(top, 1e-9))
+            )
+            cmap = "viridis" if higher else "magma_r"
+            _heat(ax, cells, rows, cols, _profile_cell(column), cmap, limits, title)
+            ax.set_title(f"{title} ({'higher' if higher else 'lower'} preferred)", fontsize=9)
+        fig.suptitle(f"C→W diagnostics by method and setting (Table 14) · {task}", fontsize=10)
+        paths.append(_save(fig, out / f"{_slug('kvd-settings-profile', task)}.png"))
+    return paths
+
+
 #: figure key -> (table it draws, function): drawn only when that table exists
 FIGURES: dict[str, tuple[str, Callable[[pd.DataFrame, Path], list[Path]]]] = {
     "kvd_tier_heatmap": ("kvd_tiers", tier_heatmap),
@@ -229,4 +296,5 @@ FIGURES: dict[str, tuple[str, Callable[[pd.DataFrame, Path], list[Path]]]] = {
     "kvd_task_heatmap": ("kvd_task_failures", task_heatmap),
     "kvd_task_bars": ("kvd_task_failures", task_bars),
     "kvd_category_dots": ("kvd_workload_categories", category_dots),
+    "kvd_settings_profile": ("kvd_demand_settings", settings_profile),  # Figure 11
 }

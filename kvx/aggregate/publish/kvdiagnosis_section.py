@@ -14,7 +14,7 @@ TABLES = (
     "kvd_pyramidkv_release",
 )
 
-FIGURES = ("kvd_demand_profile", "kvd_slot_ecov")
+FIGURES = ("kvd_demand_profile", "kvd_slot_ecov", "kvd_settings_profile")
 EXPLANATION = (
     "kvd_cases (Figure 8 / Table 15) = per task and diagnostic category, the --cases most extreme C→W "
     "rows on the category's signature (rule column; low/partial coverage: lowest ECov; low-EAR: lowest "
@@ -22,7 +22,8 @@ EXPLANATION = (
     "FullCache output beside the "
     "compressed one, the references and the diagnostics; n_category_rows = the category's C→W rows. "
     "kvd_demand_tasks (Table 13) = the C→W rows that carry the KVDiagnosis release's context-demand labels, "
-    "by RULER task group; kvd_demand_settings (Table 14) = every task, compressor and setting. Diagnostic "
+    "by RULER task group; kvd_demand_settings (Table 14; Figure 11 draws it per task, N/A cells gray) = "
+    "every task, compressor and setting. Diagnostic "
     "means come from the records over each column's own valid rows (n_ columns); ERR/ECov are N/A for "
     "structural coverage (coverage column). evidence_presence is the mean label (0-3); "
     "distribution_demand and access_demand are the release's metric-derived scores, access only where a "

@@ -22,6 +22,7 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from kvx.aggregate.publish import kept_figures
 from kvx.aggregate.publish.canvas import save_png
 from kvx.aggregate.publish.kvdiagnosis_release_plots import demand_profile_plot, slot_ecov_plot
 from kvx.aggregate.workers import can_fork, cpus, pool
@@ -378,7 +379,7 @@ SPLIT: dict[str, list[str]] = {
     "reader_scaling": ["task", "evidence", "compressor", "setting", "metric"],
     "contrast_plot": ["task", "reader", "anchor", "structural"],
 }
-Job = tuple[Callable[[pd.DataFrame, Path], list[Path]], pd.DataFrame, Path]
+Job = tuple[Callable[[pd.DataFrame, Path], list[Path]], pd.DataFrame, Path, Path | None]
 
 
 def plot_all(
@@ -398,8 +399,11 @@ class Drawer:
     """Draws each table's figures in worker processes as soon as the table exists (``add`` is
     ``analyse``'s ``on_table``), so drawing, most of an aggregate's time, overlaps the analysis."""
 
-    def __init__(self, out: Path, workers: int | None = None, extra: Plots | None = None) -> None:
+    def __init__(
+        self, out: Path, workers: int | None = None, extra: Plots | None = None, kept: Path | None = None
+    ) -> None:
         self.out = out
+        self.kept = kept  # the cache of figures already drawn for the same tables (``kept_figures``)
         self.plots = PLOTS | OPTIONAL_PLOTS | dict(extra or {})
         workers = cpus() if workers is None else workers
         self.executor = pool(workers) if can_fork(workers) else None
@@ -410,7 +414,7 @@ class Drawer:
             if table != name:
                 continue
             for part in _parts(frame, SPLIT.get(key)):
-                job: Job = (plot, part, self.out)
+                job: Job = (plot, part, self.out, self.kept)
                 if self.executor is None or part.empty:
                     self.drawn.setdefault(key, []).append(_draw_one(job))
                 else:
@@ -442,8 +446,8 @@ def _parts(frame: pd.DataFrame, keys: list[str] | None) -> list[pd.DataFrame]:
 
 
 def _draw_one(job: Job) -> list[Path]:
-    plot, frame, out = job
-    return plot(frame, out)
+    plot, frame, out, kept = job
+    return kept_figures.draw(plot, frame, out, kept)
 
 
 # --- grouping and labels -------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
-from kvx.aggregate.read import sqlite_runs
+from kvx.aggregate.read import cache, sqlite_runs
 from kvx.aggregate.read.problems import Problem
 from kvx.stores.tags import CONTROL_KEY, GRID, MLFLOW_PARENT, PLANNED_JOBS, REUSED, ROLE
 
@@ -53,6 +53,20 @@ class Batch:
     part: int = 0  # which part of its file (0: the first, or the whole file)
     first_line: int = 1  # the file's line number of the batch's first line, for located problems
     unreadable: str | None = None  # why the rest of a file read in parts could not be read
+    parts: int = 1  # how many parts its file is read as
+    cached: Path | None = None  # the file's validation kept by an earlier aggregate (``cache``): load it
+    store: Path | None = None  # where to keep this batch's validation for later aggregates
+
+    def uncached(self) -> Batch:
+        """The batch read from its file after all (its kept validation could not be loaded)."""
+        assert self.path is not None
+        if self.parts == 1:
+            return Batch(
+                self.origin, self.sweep, self.kind, split=self.split, path=self.path, store=self.cached
+            )
+        part = next(b for b in _part_batches(self.path, self.parts) if b.part == self.part)
+        part.store = self.cached if part.unreadable is None else None
+        return part
 
     def read(self) -> list[str]:
         """The batch's JSON lines. Raises ``NotRecords`` for a file that holds none, ``json.JSONDecodeError``
@@ -316,9 +330,10 @@ class DirectorySource(Source):
 
     A record file larger than ``part_bytes`` (uncompressed; default ``PART_BYTES``) is read here in
     parts that end at a line end, one batch each, so its records are validated by every worker at
-    once; the batches' rows are the file's, in its order, whatever the parts."""
+    once; the batches' rows are the file's, in its order, whatever the parts. With a ``cache`` folder,
+    a file whose parts an earlier aggregate validated is not read: its batches load what was kept."""
 
-    def __init__(self, roots: list[Path], part_bytes: int | None = None) -> None:
+    def __init__(self, roots: list[Path], part_bytes: int | None = None, cache: Path | None = None) -> None:
         super().__init__({"records": ", ".join(str(r) for r in roots)})
         self.roots = roots  # where release tables written next to imported records are looked for
         self.files: list[Path] = []
@@ -346,6 +361,7 @@ class DirectorySource(Source):
         self.sweeps = sorted({str(r) for r in roots})
         size = PART_BYTES if part_bytes is None else part_bytes
         self.parts = {path: _parts(path, size) for path in self.files}
+        self.cache = cache
 
     def __len__(self) -> int:
         return sum(self.parts.values())
@@ -355,10 +371,25 @@ class DirectorySource(Source):
             name = stem(path)
             kind = "controls" if name.endswith(_CONTROL_STEM) else "records"
             split = name.removesuffix(_CONTROL_STEM) if kind == "controls" else None
-            if self.parts[path] == 1:
-                yield Batch(str(path), str(path.parent), kind, split=split, path=path)
-            else:
-                yield from _part_batches(path, self.parts[path])
+            parts, origin, sweep = self.parts[path], str(path), str(path.parent)
+            kept = (
+                None if self.cache is None else cache.entries(self.cache, path, parts, [origin, sweep, kind])
+            )
+            if kept is not None and all(entry.exists() for entry in kept):
+                for part, entry in enumerate(kept):
+                    yield Batch(
+                        origin, sweep, kind, split=split, path=path, part=part, parts=parts, cached=entry
+                    )
+                continue
+            read = (
+                [Batch(origin, sweep, kind, split=split, path=path)]
+                if parts == 1
+                else _part_batches(path, parts)
+            )
+            for batch in read:
+                if kept is not None and batch.unreadable is None:
+                    batch.store = kept[batch.part]
+                yield batch
 
 
 def _uncompressed_size(path: Path) -> int:
@@ -407,7 +438,9 @@ def _part_batches(path: Path, parts: int) -> Iterator[Batch]:
                     data = fh.read(max(0, (part + 1) * target - read))
                     if data and not data.endswith(b"\n"):
                         data += fh.readline()
-                yield Batch(origin, sweep, "records", data=data, part=part, first_line=first_line)
+                yield Batch(
+                    origin, sweep, "records", data=data, part=part, first_line=first_line, parts=parts
+                )
                 first_line += data.count(b"\n")
                 read += len(data)
     except (OSError, EOFError, zlib.error) as exc:

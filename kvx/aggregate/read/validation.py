@@ -25,6 +25,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from kvx.aggregate.read import cache
 from kvx.aggregate.read.problems import Problem
 from kvx.aggregate.read.rows import Metric, declared_metrics, project
 from kvx.aggregate.read.sources import Batch, NotRecords
@@ -204,34 +205,45 @@ def validate_batch(batch: Batch) -> Validated:
     """One batch validated on its own: what a worker process returns, merged in order by ``merge``.
 
     The cycle collector is paused meanwhile: parsed records are acyclic, and its passes over thousands
-    of fresh dicts cost more than the parsing."""
+    of fresh dicts cost more than the parsing. What an earlier aggregate kept for the batch's file is
+    loaded instead (``cache``), and a batch read here is kept for the next one unless its file could not
+    be read (which may pass)."""
+    if batch.cached is not None:
+        kept = cache.load(batch.cached)
+        if isinstance(kept, Validated):
+            return kept
+        batch = batch.uncached()
     out = Validated()
     enabled = gc.isenabled()
     gc.disable()
     try:
-        check_batch(batch, out)
+        read = check_batch(batch, out)
     finally:
         if enabled:
             gc.enable()
+    if read and batch.store is not None:
+        failed = cache.store(batch.store, out)
+        if failed is not None:
+            out.notes.append(failed)  # after storing: a later aggregate that loads it did not fail
     return out
 
 
-def check_batch(batch: Batch, out: Validated) -> None:
-    """Read, parse, validate and project one batch into ``out``."""
+def check_batch(batch: Batch, out: Validated) -> bool:
+    """Read, parse, validate and project one batch into ``out``; False when it could not be read."""
     try:
         lines = batch.read()
     except NotRecords as note:
         out.notes.append(str(note))
-        return
+        return True
     except json.JSONDecodeError as exc:
         out.problems.append(Problem("parse", "error", batch.origin, "", f"invalid JSON: {exc}"))
-        return
+        return True
     except (OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:  # zlib.error: corrupt gzip data
         out.problems.append(Problem("parse", "error", batch.origin, "", f"unreadable: {exc}"))
-        return
+        return False
     if batch.kind == "controls":
         _ledger(batch, lines, out)
-        return
+        return True
     rows, valid_records, valid = [], [], 0
     keep = batch.logged is not None  # the records are kept only to regenerate a run's logged counts
     before = out.n_records
@@ -276,6 +288,7 @@ def check_batch(batch: Batch, out: Validated) -> None:
         _check_counts(batch, valid_records, out)  # only when every record could be read
     if rows:
         out.rows.append(_compact(pd.DataFrame(rows)))
+    return True
 
 
 def _unexplained(record: dict[str, Any], out: Validated) -> str | None:
