@@ -107,6 +107,17 @@ def test_prune_drops_the_least_recently_used(tmp_path):
     assert [entry.exists() for entry in entries] == [True, False, False, True]
 
 
+def test_prune_drops_what_a_killed_aggregate_left_half_written(tmp_path):
+    root = tmp_path / "cache"
+    old, new = root / "records" / "ab" / "old.tmp", root / "records" / "ab" / "new.tmp"
+    old.parent.mkdir(parents=True)
+    old.write_bytes(b"half")
+    new.write_bytes(b"half")
+    os.utime(old, (0, 0))
+    cache.prune(root)
+    assert not old.exists() and new.exists()  # a recent one may be another aggregate's, still writing
+
+
 def test_a_store_that_cannot_be_written_says_why(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")

@@ -19,6 +19,7 @@ import os
 import pickle
 import sys
 import tempfile
+import time
 import zlib
 from functools import lru_cache
 from pathlib import Path
@@ -104,7 +105,13 @@ def store(entry: Path, value: Any) -> str | None:
 
 
 def prune(root: Path, keep_bytes: int = CACHE_BYTES) -> None:
-    """Delete the least recently used entries until the cache holds at most ``keep_bytes``."""
+    """Delete the least recently used entries until the cache holds at most ``keep_bytes``, and what a
+    killed aggregate left half-written an hour ago or more."""
+    stale = time.time() - 3600
+    for path in root.glob("*/*/*.tmp"):
+        with contextlib.suppress(OSError):
+            if path.stat().st_mtime < stale:
+                path.unlink()
     found = []
     for path in root.glob(f"*/*/*{SUFFIX}"):
         with contextlib.suppress(OSError):
