@@ -347,7 +347,7 @@ def test_missing_and_malformed_release_files_fail_naming_file_and_field(tmp_path
     write_release(tmp_path / "e", pool, labels)
     path = tmp_path / "e/data/construction/sgd_compressed_r30.jsonl"
     path.write_text(path.read_text() + "{not json\n")
-    _error(tmp_path / "e", r"sgd_compressed_r30\.jsonl:7: not a JSON object")
+    _error(tmp_path / "e", r"sgd_compressed_r30\.jsonl:7: invalid JSON")
 
 
 def test_bad_settings_fail_before_any_model_loads(tmp_path):

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from kvx.aggregate.read.sources import Source
+from kvx.core.jsonl import json_lines
 
 DEMAND_FILE = "context_demand.jsonl"
 AUDIT_FILE = "pyramidkv_adapter_audit.json"
@@ -26,13 +27,9 @@ class ReleaseTables:
 
 def _demand(path: Path) -> pd.DataFrame:
     rows = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from exc
+    for number, row in json_lines(path):
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{number}: not a JSON object")
         labels = row.pop("labels", None) or {}
         rows.append({**row, **{f"label.{axis}": value for axis, value in labels.items()}})
     return pd.DataFrame(rows)

@@ -176,6 +176,7 @@ def project(
     full = record.get("full") or {}
     comp = record.get("compressed") or {}
     diags = record.get("diagnostics") or {}
+    category = _category(record, diags)
     setting = record["setting"]
     ratio = float(setting["value"]) if setting["kind"] == "ratio" else NAN
     reader = f"{record['reader']}"
@@ -213,7 +214,7 @@ def project(
         "comp_output_hash": _text_hash(comp.get("output")),
         "references": " | ".join(map(str, record.get("references") or [])) or None,
         "coverage_status": (diags.get("coverage") or {}).get("status"),
-        **_category(record, diags),
+        **category,
         "text_hash": record.get("compressed_text_sha256"),
         # prompt sizes of the untransformed prompt, and the transformed context's share of it
         "n_context_tokens": _number(record.get("n_context_tokens")),
@@ -240,7 +241,12 @@ def project(
     for name in INTERVENTION_FIELDS:
         row[f"iv_{name}"] = _flag(iv.get("values", {}).get(name)) if iv_ok else NAN
     # the Table 4 signature of a row the intervention measured, C→C rows too: its cohort and controls
-    row["iv_signature"] = categorize(category_row(diags))["category"] if iv_ok else None
+    if not iv_ok:
+        row["iv_signature"] = None
+    elif category["category_derived"]:  # the same rules on the same values: worked out once
+        row["iv_signature"] = category["category"]
+    else:
+        row["iv_signature"] = categorize(category_row(diags))["category"]
     return row
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import difflib
 import functools
 import hashlib
-import json
 import random
 import re
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kvx.core.errors import ConfigError
+from kvx.core.jsonl import JsonLineError, json_lines
 from kvx.core.source import Segment
 from kvx.tasks.dialogue_corpora import Dialogue, Turn
 from kvx.tasks.tpbench import text
@@ -103,15 +103,12 @@ def _rows(path: Path, fields: dict[str, tuple[type, ...]]) -> list[tuple[int, di
         raise ConfigError(
             f"task.release_path: no release file {path} (a clone of github.com/kentech-sail/TPBench)"
         )
-    raw = path.read_bytes()
     out = []
-    for number, line in enumerate(raw.decode("utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}:{number}: not a JSON object ({exc.msg})") from None
+    try:
+        rows = list(json_lines(path))
+    except JsonLineError as exc:
+        raise ConfigError(str(exc)) from None
+    for number, row in rows:
         if not isinstance(row, dict):
             raise ConfigError(f"{path}:{number}: not a JSON object")
         for name, types in fields.items():

@@ -1,0 +1,27 @@
+"""JSON Lines read with their line numbers, so a bad line is reported where it is.
+
+Lines end at ``\\n`` only (the JSON Lines rule): a JSON string may hold U+2028 or other characters that
+``str.splitlines`` would also cut at, which would split one record in two.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+class JsonLineError(ValueError):
+    """A line that is not valid JSON, named ``path:line``."""
+
+
+def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of each non-blank line of ``path``; ``JsonLineError`` at the first bad one."""
+    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise JsonLineError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
