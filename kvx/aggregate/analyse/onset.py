@@ -11,6 +11,8 @@ scanned setting reaches the threshold the onset is "none" and ``reason`` says wh
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -71,8 +73,6 @@ def onset(
     }
     out = []
     for task, metrics in task_metrics(paired).items():
-        if task not in cells.index.get_level_values("task"):
-            continue
         for (reader, compressor), group in cells.loc[task].groupby(["reader", "compressor"], sort=True):
             ordered = group[group["order"].notna()].sort_values("order", kind="stable")
             unordered = [
@@ -103,7 +103,7 @@ def _scan(
     metric: str,
     cells: pd.DataFrame,
     threshold: float,
-) -> dict:
+) -> dict[str, Any]:
     """The first scanned setting whose paired drop reaches ``threshold``, else "none" with the reason."""
     skipped: list[str] = []
     largest: tuple[float, str] | None = None
