@@ -122,6 +122,20 @@ def _contrast() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def _contrast_by_ratio() -> pd.DataFrame:
+    from kvx.aggregate.analyse.contrast import BY_RATIO
+
+    rows = [
+        ["tool_call", "smollm2", 0.25, "json_valid", "anchor", 2, 2, 1.0, 1.0, 1.0, ""],
+        ["tool_call", "smollm2", 0.5, "json_valid", "anchor", 2, 1, 1.0, 0.9, 0.9, "tova: FullCache mean 0"],
+        ["tool_call", "smollm2", 0.25, "schema_valid", "structural", 2, 2, 0.8, 0.6, 0.75, ""],
+        ["tool_call", "smollm2", 0.5, "schema_valid", "structural", 2, 0, NAN, NAN, NAN,
+         "snapkv: no supported answer"],
+        ["tool_call", "smollm2", 0.5, "args_exact", "", 2, 2, 0.5, 0.1, 0.2, ""],
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=BY_RATIO)
+
+
 def _intervention_empty() -> pd.DataFrame:
     cols = ["task", "reader", "compressor", "setting", "n_cw_rows", "n_reproduced", "repaired_evidence",
             "repaired_sham", "repair_rate_evidence", "repair_rate_sham", "paired_diff", "diff_ci_low",
@@ -151,6 +165,7 @@ def tables() -> dict[str, pd.DataFrame]:
         "audit_readers": _audit_readers(),
         "audit_pairs": pd.DataFrame(),
         "contrast": _contrast(),
+        "contrast_by_ratio": _contrast_by_ratio(),
         "problems": _problems(),
     }
 
@@ -179,6 +194,7 @@ def test_every_plot_writes_pngs(figures):
     assert len(figures["category_bars"]) == 1  # niah x tiny, with the pooled bar
     assert len(figures["forest_plot"]) == 1
     assert [p.name for p in figures["reader_scaling"]] == ["scaling_qa_recomp_fixed_correct.png"]
+    assert [p.name for p in figures["contrast_ratio_plot"]] == ["contrast_by_ratio_tool_call_smollm2.png"]
 
 
 @pytest.mark.parametrize("name", sorted(plots.PLOTS))

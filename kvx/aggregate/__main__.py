@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from kvx.aggregate.analyse.onset import DEFAULT_THRESHOLD
 from kvx.aggregate.read import cache
 from kvx.aggregate.read.sources import DirectorySource, MlflowSource, Source
 from kvx.aggregate.run import Options, Result, analyse
@@ -63,6 +64,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--boot", type=int, default=2000, help="bootstrap draws per interval (default 2000)")
     p.add_argument("--seed", type=int, default=20260821, help="seed of every resampling (default 20260821)")
     p.add_argument(
+        "--onset-drop",
+        type=float,
+        default=DEFAULT_THRESHOLD,
+        help="absolute drop of an answer metric below FullCache that marks its degradation onset "
+        f"(default {DEFAULT_THRESHOLD:g})",
+    )
+    p.add_argument(
         "--cases", type=int, default=1, help="KVDiagnosis paired cases per task and category (default 1)"
     )
     p.add_argument(
@@ -88,6 +96,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("splits", "boot", "workers", "cases"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             p.error(f"--{name}={getattr(args, name)} must be a positive integer")
+    if not 0.0 < args.onset_drop <= 1.0:
+        p.error(f"--onset-drop={args.onset_drop:g} must be in (0, 1]: an absolute drop of a metric in [0, 1]")
     for flag, pairs, form in (("pair", args.pair, "READER_A:READER_B"), ("swap", args.swap, "A:B")):
         for pair in pairs:
             if pair.count(":") != 1 or "" in pair.split(":"):
@@ -144,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         workers=args.workers,
         cases=args.cases,
         case_sources=args.case,
+        onset_drop=args.onset_drop,
     )
     out = args.out or Path("outputs") / "aggregate" / time.strftime("%Y%m%d-%H%M%S")
     if args.scores:

@@ -15,8 +15,9 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
+from kvx.aggregate.analyse.answer_metrics import paired_answers
 from kvx.aggregate.analyse.audit import audit, with_families
-from kvx.aggregate.analyse.contrast import contrast
+from kvx.aggregate.analyse.contrast import contrast, contrast_by_ratio
 from kvx.aggregate.analyse.cost_frontier import costs, frontier
 from kvx.aggregate.analyse.intervention import intervention
 from kvx.aggregate.analyse.intervention_cohort import intervention_cohort
@@ -24,6 +25,7 @@ from kvx.aggregate.analyse.kvdiagnosis_release import kvdiagnosis_release_tables
 from kvx.aggregate.analyse.kvdiagnosis_tables import kvdiagnosis_tables
 from kvx.aggregate.analyse.matched import matched
 from kvx.aggregate.analyse.matrix import categories, failures, matrix
+from kvx.aggregate.analyse.onset import DEFAULT_THRESHOLD, onset
 from kvx.aggregate.analyse.separation import separation
 from kvx.aggregate.analyse.swap import swapped
 from kvx.aggregate.analyse.tpbench import tpbench_rows, tpbench_tables
@@ -54,6 +56,7 @@ class Options:
     workers: int | None = None  # processes reading batches and drawing figures (None: every CPU)
     cases: int = 1  # KVDiagnosis paired cases (Figure 8 / Table 15) per task and category
     case_sources: list[str] = field(default_factory=list)  # sources whose C→W rows are shown as cases too
+    onset_drop: float = DEFAULT_THRESHOLD  # the absolute drop of an answer metric that marks its onset
 
 
 @dataclass
@@ -139,6 +142,9 @@ def analyse(
         put("intervention", intervention(rows, options.n_boot, options.seed))
         put("intervention_cohort", intervention_cohort(rows, options.n_boot, options.seed))
         put("contrast", contrast(rows, validated.contrasts))
+        paired = paired_answers(rows)  # each answer metric (Score.metrics) paired source by source
+        put("contrast_by_ratio", contrast_by_ratio(rows, paired, validated.contrasts))  # paper Figure 1
+        put("onset", onset(rows, paired, options.onset_drop, options.n_boot, options.seed))
         tp = tpbench_rows(rows, validated.cells)  # the TPBench answers, labelled once for every table
         tpbench = tpbench_tables(tp, options.n_boot, options.seed)
         for name, frame in tpbench.items():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -264,7 +265,9 @@ def cost_metrics(records: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def cell_metrics(records: list[dict[str, Any]]) -> dict[str, float]:
-    """Cell summary. Rates over empty denominators are omitted (never imputed as 0)."""
+    """Cell summary. Rates over empty denominators are omitted (never imputed as 0). Each answer metric
+    of the task (``Answer.metrics``) is a mean: ``m.<name>`` over the supported compressed answers,
+    ``full_m.<name>`` over every FullCache control (as ``full_mean_score``)."""
     supported = [r for r in records if r["status"] == "supported"]
     counts = {t: sum(r["transition"] == t for r in supported) for t in ("C→C", "C→W", "W→C", "W→W")}
     fc_correct = counts["C→C"] + counts["C→W"]
@@ -288,4 +291,22 @@ def cell_metrics(records: list[dict[str, Any]]) -> dict[str, float]:
         out["full_accuracy"] = sum(c["correct"] for c in controls) / len(controls)
     if fc_correct:
         out["cw_rate"] = counts["C→W"] / fc_correct
+    out.update(answer_metric_means([r["compressed"] for r in supported], "m."))
+    out.update(answer_metric_means(controls, "full_m."))
     return out
+
+
+#: the prefixes of the answer-metric means a cell logs (``m.json_valid``, ``full_m.json_valid``)
+METRIC_PREFIXES = ("m.", "full_m.")
+
+
+def answer_metric_means(answers: list[dict[str, Any]], prefix: str) -> dict[str, float]:
+    """``prefix + name`` -> the mean of each ``Answer.metrics`` value over the answers that carry it
+    (finite numbers only, as the aggregate's rows read them); a metric no answer carries is absent,
+    never 0, and one an answer lacks is left out of that mean, never counted as 0."""
+    values: dict[str, list[float]] = {}
+    for answer in answers:
+        for name, value in (answer.get("metrics") or {}).items():
+            if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+                values.setdefault(name, []).append(float(value))
+    return {f"{prefix}{name}": sum(v) / len(v) for name, v in sorted(values.items())}

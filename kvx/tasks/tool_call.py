@@ -366,8 +366,9 @@ class ToolCall(Task):
     bfcl_category: str = "simple_python"
 
     max_new_tokens: ClassVar[int] = 96
-    #: kv-exec-bench's contrast: the gold name anywhere in the output vs a schema-valid call
-    contrast: ClassVar[dict[str, str]] = {"name_substring": "schema_valid"}
+    #: kv-exec-bench's contrast: a parseable call (paper Figure 1) and the gold name anywhere in the
+    #: output, each vs a schema-valid call
+    contrast: ClassVar[dict[str, str]] = {"json_valid": "schema_valid", "name_substring": "schema_valid"}
 
     def __post_init__(self) -> None:
         if self.source not in ("builtin", "bfcl"):

@@ -46,6 +46,35 @@ def _cell_counts(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     out["accuracy"] = _ratio(out.pop("correct_sum"), out["n_supported"])
     out["n_fc"] = out["n_cc"] + out["n_cw"]
     out["cw_rate"] = _ratio(out["n_cw"], out["n_fc"])
+    return _with_metric_means(out, rows[sup], keys, "comp_m.")
+
+
+def metric_names(rows: pd.DataFrame) -> list[str]:
+    """The answer metrics (``Score.metrics``) any row carries, from its ``comp_m.``/``full_m.`` columns."""
+    prefixes = ("comp_m.", "full_m.")
+    return sorted({c.split(".", 1)[1] for c in rows.columns if c.startswith(prefixes)})
+
+
+def metric_columns(rows: pd.DataFrame) -> list[str]:
+    """The answer-metric columns of ``rows`` (what the matrix reads besides its own)."""
+    return [c for c in rows.columns if c.startswith(("comp_m.", "full_m."))]
+
+
+def _with_metric_means(
+    out: pd.DataFrame, answers: pd.DataFrame, keys: list[str], prefix: str
+) -> pd.DataFrame:
+    """``m.<name>``: the mean of each answer metric over ``answers`` that carry it, ``m.<name>_n`` how
+    many; a group none of whose answers carries it is NaN with 0, never 0 (cell rows read the supported
+    compressed answers, FullCache rows their controls)."""
+    for name in metric_names(answers):
+        column = f"{prefix}{name}"
+        if column not in answers:
+            out[f"m.{name}"], out[f"m.{name}_n"] = np.nan, 0
+            continue
+        stats = answers.groupby(keys, sort=True)[column].agg(["mean", "count"])
+        stats.columns = [f"m.{name}", f"m.{name}_n"]
+        out = out.merge(stats.reset_index(), on=keys, how="left")
+        out[f"m.{name}_n"] = out[f"m.{name}_n"].fillna(0).astype(int)
     return out
 
 
@@ -68,7 +97,7 @@ def _fullcache(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     out = out.reset_index()
     out["compressor"], out["setting"] = "FullCache", ""
     out["n_fc"] = out["n_fc"].astype(int)
-    return out
+    return _with_metric_means(out, controls(rows), keys, "full_m.")
 
 
 #: what a family pool keys on: the family and the context length its prompts were sized to (RULER-8K
@@ -106,7 +135,8 @@ def matrix(rows: pd.DataFrame) -> pd.DataFrame:
     task family and context length of two or more tasks (``level`` family, between its tasks and the
     pooled rows) and one over every task (``level`` pooled)."""
     needed = [*CELL, "ratio", *POOL_KEYS, "status", "comp_score", "comp_correct", "transition"]
-    rows = rows[needed + ["unit", "full_score", "full_correct"]]  # the pools relabel a copy of these only
+    # the pools relabel a copy of these only
+    rows = rows[needed + ["unit", "full_score", "full_correct", *metric_columns(rows)]]
     parts = []
     for level, frame in levels(rows):
         parts += [
@@ -136,6 +166,8 @@ def matrix(rows: pd.DataFrame) -> pd.DataFrame:
         "n_ww",
         "cw_rate",
     ]
+    for name in metric_names(rows):  # each answer metric's mean and count (FullCache rows: the controls')
+        columns += [f"m.{name}", f"m.{name}_n"]
     out = out.reindex(columns=columns)
     order = {"FullCache": 0}
     out["_full"] = out["compressor"].map(order).fillna(1)

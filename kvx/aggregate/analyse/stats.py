@@ -25,6 +25,7 @@ __all__ = [
     "endpoints",
     "excess_flips",
     "jaccard",
+    "mean_interval",
     "paired_bootstrap_difference",
     "pair_mcnemar",
     "rescue_damage",
@@ -389,6 +390,23 @@ def paired_bootstrap_difference(
     counts = np.random.default_rng(seed).multinomial(d.size, shares, size=n_boot)
     low, high = _interval((counts[:, 2] - counts[:, 0]) / d.size, level)
     return float(d.mean()), low, high
+
+
+def mean_interval(
+    values: np.ndarray, n_boot: int = 2000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float, float]:
+    """(mean, low, high) of ``values`` resampled with replacement: for paired data pass the per-row
+    differences, so the pairing is kept. A resample's mean depends only on how many rows it draws of
+    each distinct value; drawing those counts from a multinomial is exactly row resampling (the binary
+    case is ``paired_bootstrap_difference``'s draw, value for value)."""
+    arr = _finite(values, "values", 1)
+    if arr.size == 0:
+        raise ValueError("no rows: the mean is undefined")
+    _check_bootstrap(n_boot, level)
+    distinct, counts = np.unique(arr, return_counts=True)
+    draws = np.random.default_rng(seed).multinomial(arr.size, counts / arr.size, size=n_boot)
+    low, high = _interval(draws @ distinct / arr.size, level)
+    return float(arr.mean()), low, high
 
 
 @dataclass(frozen=True)

@@ -229,6 +229,41 @@ def contrast_plot(contrast: pd.DataFrame, out: Path) -> list[Path]:
     return paths
 
 
+def contrast_ratio_plot(by_ratio: pd.DataFrame, out: Path) -> list[Path]:
+    """kv-exec-bench Figure 1 per task x reader: the share of its FullCache value each anchor (dashed)
+    and structural metric (solid) keeps, averaged over the compressors at each ratio, one line each; the
+    FullCache point (ratio 0) keeps 1 by definition. A ratio where no compressor's share is defined is a
+    gap, named N/A in the legend, never drawn at 0."""
+    drawn = by_ratio[by_ratio["role"].isin(("anchor", "structural"))] if not by_ratio.empty else by_ratio
+    if drawn.empty:
+        return []
+    paths = []
+    for (task, reader), group in _groups(drawn, ["task", "reader"]):
+        fig, (ax,) = _figure(7.0, 4.5)
+        metrics = sorted(
+            group["metric"].unique(), key=lambda m: (group[group["metric"] == m]["role"].iloc[0], m)
+        )
+        for i, metric in enumerate(metrics):
+            rows = group[group["metric"] == metric].sort_values("ratio")
+            role = str(rows["role"].iloc[0])
+            na = rows.loc[rows["kept"].isna(), "ratio"]
+            label = f"{metric} ({role})" + (f" N/A at {', '.join(f'{r:g}' for r in na)}" if len(na) else "")
+            x = np.concatenate([[0.0], rows["ratio"].to_numpy(float)])
+            y = np.concatenate([[1.0], rows["kept"].to_numpy(float)])
+            style = "--s" if role == "anchor" else "-o"
+            ax.plot(x, y, style, color=_LINE_COLORS[i % len(_LINE_COLORS)], label=label)
+        ax.axhline(1.0, color="gray", linewidth=0.8, linestyle=":")
+        ax.set_ylim(-0.02, 1.1)
+        ax.set_xlabel("compression ratio (share of the cache removed; 0 = FullCache)")
+        ax.set_ylabel("share of the FullCache value kept")
+        n = int(group["n_compressors"].max())
+        ax.set_title(f"{task} · {reader}: mean over {n} compressor(s) per ratio", fontsize=10)
+        ax.legend(fontsize=8, loc="lower left")
+        ax.grid(alpha=0.3)
+        paths.append(_save(fig, out / f"{_slug('contrast_by_ratio', task, reader)}.png"))
+    return paths
+
+
 _LINE_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">")
 _FRONTIER_PANELS = (
@@ -361,6 +396,7 @@ PLOTS: dict[str, tuple[str, Callable[[pd.DataFrame, Path], list[Path]]]] = {
     "frontier_plot": ("frontier", frontier_plot),
     "reader_scaling": ("audit_readers", reader_scaling),
     "contrast_plot": ("contrast", contrast_plot),
+    "contrast_ratio_plot": ("contrast_by_ratio", contrast_ratio_plot),  # kv-exec-bench Figure 1
 }
 #: figures of one benchmark's analyses, drawn only when the analysis produced their frame
 OPTIONAL_PLOTS: dict[str, tuple[str, Callable[[pd.DataFrame, Path], list[Path]]]] = {
@@ -378,6 +414,7 @@ SPLIT: dict[str, list[str]] = {
     "jaccard_heatmap": ["reader"],
     "reader_scaling": ["task", "evidence", "compressor", "setting", "metric"],
     "contrast_plot": ["task", "reader", "anchor", "structural"],
+    "contrast_ratio_plot": ["task", "reader"],
 }
 Job = tuple[Callable[[pd.DataFrame, Path], list[Path]], pd.DataFrame, Path, Path | None]
 

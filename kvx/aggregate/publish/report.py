@@ -75,7 +75,9 @@ SECTIONS: tuple[Section, ...] = (
         "supported sources (n_FC); n_cc, n_cw, n_wc and n_ww count the paired transitions. Unsupported "
         "and errored records are left out of every denominator and counted in n_unsupported and n_error; "
         "a cell whose every record is unsupported is N/A (gray, hatched), never 0. Rows with task "
-        "'pooled' weight each task by its sources.",
+        "'pooled' weight each task by its sources. m.<name> is each answer metric the task reports "
+        "(json_valid, schema_valid, pass, edit_sim, ...): its mean over the supported compressed answers "
+        "that carry it (FullCache rows: over the controls), m.<name>_n how many; none carrying it is N/A.",
         ("heatmaps",),
         ("matrix",),
         "no matrix cells in the selected runs",
@@ -158,13 +160,24 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "contrast",
         "Anchors vs structural metrics",
-        "For tasks that declare them (tool_call: name_substring vs schema_valid; code_exec: edit_sim vs "
-        "pass), each string anchor is shown next to the structural or executable metric it stands in for: "
-        "its FullCache mean (_full), compressed mean (_comp) and the share kept (_kept = comp / full, N/A "
-        "when the FullCache mean is 0), over the n supported records where both are defined. An anchor that "
-        "keeps ~100% while its structural metric falls is damage a string-only score reports as lossless.",
-        ("contrast_plot",),
-        ("contrast",),
+        "For tasks that declare them (tool_call: json_valid and name_substring vs schema_valid; code_exec: "
+        "edit_sim vs pass), each string anchor is shown next to the structural or executable metric it "
+        "stands in for: its FullCache mean (_full), compressed mean (_comp) and the share kept (_kept = comp "
+        "/ full, N/A when the FullCache mean is 0), over the n supported records where both are defined. An "
+        "anchor that keeps ~100% while its structural metric falls is damage a string-only score reports as "
+        "lossless. contrast_by_ratio (kv-exec-bench Figure 1): per task, reader, ratio and answer metric, "
+        "kept = the mean over compressors of each one's comp / full share (full_mean, comp_mean: the means "
+        "of those compressors' means); a compressor whose share is undefined (no supported answer, no "
+        "answer pair with the metric, a FullCache mean of 0) is named in undefined and counted in "
+        "n_compressors, not n_defined, and never enters as 0; only ratio settings are averaged. The figure "
+        "draws anchors dashed and structural metrics solid from FullCache (ratio 0, kept 1). onset: per "
+        "task, reader, compressor and metric, the first setting in increasing compression (ratio, else 1 − "
+        "retained share) whose paired drop = full_mean − comp_mean over its n sources is at least the "
+        "threshold (--onset-drop), with the drop's bootstrap interval over those sources (drop_low, "
+        "drop_high); 'none' with the reason when no setting reaches it; skipped names settings not "
+        "scanned (no paired answers, or no compression order).",
+        ("contrast_plot", "contrast_ratio_plot"),
+        ("contrast", "contrast_by_ratio", "onset"),
         "no task in the selected runs declares an anchor/structural pair",
     ),
     Section(

@@ -29,7 +29,14 @@ from kvx.aggregate.read import cache
 from kvx.aggregate.read.problems import Problem
 from kvx.aggregate.read.rows import Metric, declared_metrics, project
 from kvx.aggregate.read.sources import Batch, NotRecords
-from kvx.core.records import SCHEMA_VERSION, cell_metrics, is_valid, schema, unknown_fields
+from kvx.core.records import (
+    METRIC_PREFIXES,
+    SCHEMA_VERSION,
+    cell_metrics,
+    is_valid,
+    schema,
+    unknown_fields,
+)
 from kvx.core.upgrade import READABLE, upgrade
 
 COUNT_KEYS = (
@@ -350,10 +357,23 @@ def _check_counts(batch: Batch, records: list[dict[str, Any]], out: Validated) -
         for name in COUNT_KEYS
         if name in logged and logged[name] != counts[name]
     ]
+    found += _check_metric_means(counts, logged)
     transitions = counts["n_cc"] + counts["n_cw"] + counts["n_wc"] + counts["n_ww"]
     if transitions != counts["n_supported"]:
         found.append(f"transitions sum to {transitions}, supported records are {counts['n_supported']}")
     out.problems.extend(Problem("counts", "error", batch.origin, "", message) for message in found)
+
+
+def _check_metric_means(counts: dict[str, float], logged: dict[str, float]) -> list[str]:
+    """The answer-metric means a run logged (``m.<name>``, ``full_m.<name>``) must regenerate from its
+    records; runs logged before cells had them log none, and nothing is asked of them."""
+    found = []
+    for name in sorted(k for k in logged if k.startswith(METRIC_PREFIXES)):
+        if name not in counts:
+            found.append(f"logged {name}={logged[name]:g} but no record carries that metric")
+        elif not math.isclose(logged[name], counts[name], rel_tol=1e-9, abs_tol=1e-12):
+            found.append(f"logged {name}={logged[name]:g} but the records give {counts[name]:g}")
+    return found
 
 
 def cross_check(
