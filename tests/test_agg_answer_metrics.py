@@ -243,3 +243,10 @@ def test_cli_refuses_an_onset_threshold_outside_0_1(capsys: pytest.CaptureFixtur
     with pytest.raises(SystemExit):
         parse_args(["--onset-drop", "1.5"])
     assert "--onset-drop=1.5 must be in (0, 1]" in capsys.readouterr().err
+
+
+def test_a_metric_name_mlflow_refuses_is_logged_under_a_safe_key() -> None:
+    from kvx.core.records import answer_metric_means
+
+    means = answer_metric_means([{"metrics": {"pass@1": 1.0}}, {"metrics": {"pass@1": 0.0}}], "m.")
+    assert means == {"m.pass_1": 0.5}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -309,4 +310,10 @@ def answer_metric_means(answers: list[dict[str, Any]], prefix: str) -> dict[str,
         for name, value in (answer.get("metrics") or {}).items():
             if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
                 values.setdefault(name, []).append(float(value))
-    return {f"{prefix}{name}": sum(v) / len(v) for name, v in sorted(values.items())}
+    return {f"{prefix}{metric_key(name)}": sum(v) / len(v) for name, v in sorted(values.items())}
+
+
+def metric_key(name: str) -> str:
+    """A task's metric name as MLflow accepts it (letters, digits, ``_-. /``): a plugin's ``pass@1``
+    is logged as ``pass_1`` instead of failing the cell run when it logs."""
+    return re.sub(r"[^A-Za-z0-9_\-. /]", "_", name)
