@@ -63,6 +63,12 @@ def test_view_is_the_base_interpreter_not_the_host():
         assert not [path for path in view.read_only if path == venv or path.startswith(venv + "/")]
 
 
+def test_the_program_imports_from_the_standard_library_alone_and_has_exit(unguarded):
+    outcome = unguarded.run("import json, sys\nprint(json.dumps(sys.path))\nexit(0)\n")
+    path = _report(outcome)
+    assert path and not [entry for entry in path if "-packages" in entry or entry in ("", ".")]
+
+
 def test_without_bwrap_every_program_is_refused_naming_the_fix(monkeypatch):
     def no_process(*args, **kwargs):
         raise AssertionError("a refused executor started a process")

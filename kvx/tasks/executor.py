@@ -352,7 +352,7 @@ def _command(
     options = sandbox.bwrap_arguments(plan.view, script, limits.work_bytes, plan.drop_uid)
     prelude = _sandbox_prelude(caps, plan.drop_uid)
     return (
-        [plan.bwrap, *options, "--", plan.python, "-s", "-c", prelude + _GUARD + _RUN, sandbox.PROGRAM],
+        [plan.bwrap, *options, "--", plan.python, "-s", "-S", "-c", prelude + _GUARD + _RUN, sandbox.PROGRAM],
         None,
         None,
     )
@@ -362,12 +362,16 @@ def _sandbox_prelude(caps: list[tuple[int, int, int]], drop_uid: bool) -> str:
     """The sandboxed interpreter's first lines, before the guard: as root, drop to nobody (bwrap left
     only the capabilities this needs, and the drop clears them); then the rlimits, set here rather than
     on ``bwrap`` so that an unprivileged ``bwrap`` may still fork, and RLIMIT_NPROC counts processes of
-    the sandbox's user namespace only."""
+    the sandbox's user namespace only. The interpreter runs with ``-S``: ``sys.path`` is the standard
+    library alone, whatever the host installed, and no ``.pth`` file runs; ``site`` still provides
+    ``exit``, ``quit``, ``help`` and ``copyright`` as it would."""
     drop = f"_os.setgroups([])\n_os.setgid({_NOBODY})\n_os.setuid({_NOBODY})\n" if drop_uid else ""
     return (
-        f"import os as _os, resource as _resource\n{drop}_os.environ.pop('PWD', None)  # set by bwrap\n"
+        f"import os as _os, resource as _resource, site as _site\n{drop}"
+        "_os.environ.pop('PWD', None)  # set by bwrap\n"
+        "_site.setquit()\n_site.setcopyright()\n_site.sethelper()\n"
         f"for _kind, _soft, _hard in {caps!r}:\n    _resource.setrlimit(_kind, (_soft, _hard))\n"
-        "del _os, _resource, _kind, _soft, _hard\n"
+        "del _os, _resource, _site, _kind, _soft, _hard\n"
     )
 
 
