@@ -63,8 +63,9 @@ _DISABLED = f"disabled: set task.execute=true or {ENV_FLAG}=1"
 Isolation = Literal["bubblewrap", "process"]
 ISOLATION_MODES: tuple[Isolation, ...] = ("bubblewrap", "process")
 _NO_BUBBLEWRAP = (
-    "bubblewrap isolation is unavailable: {detail}. Install bubblewrap (apt-get install bubblewrap), or "
-    "opt in by name to the weaker isolation without it (no mount or PID namespace): task.isolation=process"
+    "bubblewrap isolation is unavailable: {detail}. Install bubblewrap 0.8 or later (apt-get install "
+    "bubblewrap), or opt in by name to the weaker isolation without it (no mount or PID namespace): "
+    "task.isolation=process"
 )
 _NOBODY = 65534
 _CLONE_NEWNET = 0x40000000
@@ -304,6 +305,10 @@ def _probe(python: str, isolation: str) -> _Plan | str:
     bwrap = sandbox.find_bwrap()
     if bwrap is None:
         return _NO_BUBBLEWRAP.format(detail="no bwrap executable on PATH or at /usr/bin/bwrap")
+    found = sandbox.version(bwrap)
+    if found is None or found < sandbox.MIN_VERSION:
+        said = "no version" if found is None else ".".join(map(str, found))
+        return _NO_BUBBLEWRAP.format(detail=f"{bwrap} reports {said}, older than 0.8 or unknown")
     try:
         view = sandbox.interpreter_view(python)
     except OSError as exc:

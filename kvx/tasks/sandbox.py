@@ -20,10 +20,13 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 
+#: the first bubblewrap with every option used here (``--disable-userns``, ``--size``)
+MIN_VERSION = (0, 8, 0)
 #: where the program's working directory and file are inside the sandbox
 WORK_DIR = "/kvx/work"
 PROGRAM = "/kvx/program.py"
@@ -75,6 +78,16 @@ def find_bwrap() -> str | None:
     if found is None and os.access("/usr/bin/bwrap", os.X_OK):
         found = "/usr/bin/bwrap"
     return found
+
+
+def version(bwrap: str) -> tuple[int, ...] | None:
+    """``bwrap --version`` as numbers; None if it does not say."""
+    try:
+        done = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", done.stdout)
+    return tuple(int(part or 0) for part in found.groups()) if found else None
 
 
 @functools.cache
