@@ -301,7 +301,8 @@ def _probe(python: str, isolation: str) -> _Plan | str:
     root = os.geteuid() == 0
     if isolation == "process":
         netns = _unshare is not None and _trial(_Plan("process", python, False, True)) is None
-        return _Plan("process", python, root and _trial(_Plan("process", python, True, netns)) is None, netns)
+        drop_uid = root and _trial(_Plan("process", python, True, netns)) is None
+        return _Plan("process", python, drop_uid, netns)
     bwrap = sandbox.find_bwrap()
     if bwrap is None:
         return _NO_BUBBLEWRAP.format(detail="no bwrap executable on PATH or at /usr/bin/bwrap")
@@ -315,11 +316,9 @@ def _probe(python: str, isolation: str) -> _Plan | str:
         return _NO_BUBBLEWRAP.format(detail=str(exc))
     plan = _Plan("bubblewrap", view.executable, root, bwrap=bwrap, view=view)
     failure = _trial(plan)
-    return (
-        plan
-        if failure is None
-        else _NO_BUBBLEWRAP.format(detail=f"{bwrap} could not run {python}: {failure}")
-    )
+    if failure is not None:
+        return _NO_BUBBLEWRAP.format(detail=f"{bwrap} could not run {python}: {failure}")
+    return plan
 
 
 def _trial(plan: _Plan) -> str | None:
