@@ -1,11 +1,11 @@
 """The bubblewrap sandbox a model-written program runs in: what it sees and the ``bwrap`` command line.
 
 The program sees a read-only view of the interpreter (its executable, its standard library and the
-directories of the shared libraries it loads, plus the system library directories), a private
-size-capped tmpfs as its working directory, its own program file read-only, a fresh ``/proc`` of its
-own PID namespace and a minimal ``/dev``; nothing else of the host (no ``/etc``, ``/tmp``, home
-directories or the virtual environment). It has no network, no IPC or UTS shared with the host, and
-its root and ``/dev`` are read-only.
+directories of the shared libraries it loads, plus the system library directories and the loader
+cache), a private size-capped tmpfs as its working directory, its own program file read-only, a fresh
+``/proc`` of its own PID namespace and a minimal ``/dev``; nothing else of the host (nothing else of
+``/etc``, no ``/tmp``, home directories, project or virtual environment). It has no network, no IPC
+or UTS shared with the host, and its root and ``/dev`` are read-only.
 
 Run as root, ``bwrap`` gets no user namespace: it keeps only CAP_SETUID and CAP_SETGID for the
 program's first lines (``executor``'s prelude), which drop to nobody, so the program runs as the real
