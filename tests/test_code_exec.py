@@ -115,6 +115,7 @@ def test_outcome_scores_and_runs_once(status, score):
         "seconds": 0.25,
         "exit_code": 0 if status == "pass" else 1,
         "isolation": ["tempdir", "rlimits"],
+        "isolation_mode": "bubblewrap",
         "execution_enabled_by": "env",
     }
     assert fake.programs == [assemble(BODY, PROMPT, TEST, "total")]
@@ -170,19 +171,49 @@ def test_validate_refuses_unless_execution_is_enabled(monkeypatch):
     with pytest.raises(ConfigError) as refusal:
         CodeExec().validate()
     assert "task.execute=true" in str(refusal.value) and "KVX_ALLOW_CODE_EXECUTION=1" in str(refusal.value)
-    CodeExec(execute=True).validate()
+    CodeExec(execute=True, isolation="process").validate()
     monkeypatch.setenv("KVX_ALLOW_CODE_EXECUTION", "1")
-    CodeExec().validate()
+    CodeExec(isolation="process").validate()
+
+
+def test_validate_rejects_an_unknown_isolation_mode_before_anything_runs():
+    with pytest.raises(ConfigError, match=r"task.isolation='bubblewarp' .*did you mean 'bubblewrap'\?"):
+        CodeExec(execute=True, isolation="bubblewarp").validate()
+
+
+def test_validate_refuses_when_bubblewrap_is_unavailable_naming_the_fix_and_the_opt_in(monkeypatch):
+    from kvx.tasks import executor
+
+    asked = []
+
+    def unavailable(isolation, python=None):
+        asked.append(isolation)
+        return (False, "no bwrap: apt-get install bubblewrap, or task.isolation=process")
+
+    monkeypatch.setattr(executor, "isolation_available", unavailable)
+    with pytest.raises(ConfigError, match="apt-get install bubblewrap, or task.isolation=process"):
+        CodeExec(execute=True).validate()
+    assert asked == ["bubblewrap"]
+
+
+def test_isolation_mode_is_out_of_the_identity_unless_set():
+    from kvx.core.identity import fields_of
+
+    assert "isolation" not in fields_of(CodeExec())
+    assert fields_of(CodeExec(isolation="process"))["isolation"] == "process"
 
 
 def test_real_executor_passes_canonical_solutions_and_fails_a_wrong_one(monkeypatch):
     pytest.importorskip("kvx.tasks.executor")
     monkeypatch.delenv("KVX_ALLOW_CODE_EXECUTION", raising=False)
-    task = CodeExec(execute=True, problems="HumanEval/0,HumanEval/2")
+    from kvx.tasks.executor import isolation_available
+
+    isolation = "bubblewrap" if isolation_available("bubblewrap")[0] else "process"
+    task = CodeExec(execute=True, problems="HumanEval/0,HumanEval/2", isolation=isolation)
     for source in task.sources(2, 0, 0, words):
         good = task.evaluate(source.answers[0], source)
         assert good.value == 1.0
         assert good.details["outcome"] == "pass" and good.details["execution_enabled_by"] == "config"
-        assert good.details["isolation"]
+        assert good.details["isolation"] and good.details["isolation_mode"] == isolation
         bad = task.evaluate("    return None\n", source)
         assert bad.value == 0.0 and bad.details["outcome"] == "fail"

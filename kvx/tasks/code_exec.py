@@ -26,8 +26,9 @@ where ``code`` is what stands in for the canonical body: for a full function tha
 lines of its (last top-level) ``<entry_point>`` without the docstring; otherwise the extracted code.
 
 Execution is opt-in (``task.execute=true`` or ``KVX_ALLOW_CODE_EXECUTION=1``) and checked by
-``validate`` before any model loads. The isolation is eval-grade, for buggy code, not a sandbox for
-hostile code.
+``validate`` before any model loads, as is the isolation: ``task.isolation=bubblewrap`` (default) runs
+each program in a bubblewrap sandbox and refuses to run any where that does not work;
+``task.isolation=process`` opts in to the weaker isolation without it (``kvx.tasks.executor``).
 """
 
 from __future__ import annotations
@@ -42,10 +43,11 @@ import json
 import math
 import re
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from kvx.core.errors import ConfigError
+from kvx.core.identity import WHEN_SET
 from kvx.core.source import Source
 from kvx.tasks.base import CountTokens, Score, Task
 from kvx.tasks.jsonl import seeded_order
@@ -144,6 +146,8 @@ class CodeExec(Task):
     timeout_s: float = 15.0  #: wall clock per program; the CPU-time limit is its ceiling in seconds
     memory_mb: int = 4096  #: address-space limit per program
     problems: str = ""  #: comma-separated task ids (e.g. "HumanEval/0,HumanEval/2"); empty = all
+    #: "bubblewrap" (a sandbox; refused where unavailable) or "process" (weaker layers, opt-in by name)
+    isolation: str = field(default="bubblewrap", metadata=WHEN_SET)
 
     max_new_tokens: ClassVar[int] = 320
     contrast: ClassVar[dict[str, str]] = {"edit_sim": "pass"}
@@ -160,13 +164,20 @@ class CodeExec(Task):
         if isinstance(self.memory_mb, bool) or not isinstance(self.memory_mb, int) or self.memory_mb < 1:
             raise ConfigError(f"task.memory_mb={self.memory_mb!r} must be a positive integer")
         self._selected()
-        from kvx.tasks.executor import execution_enabled
+        from kvx.tasks.executor import ISOLATION_MODES, execution_enabled, isolation_available
 
+        if self.isolation not in ISOLATION_MODES:
+            close = difflib.get_close_matches(str(self.isolation), ISOLATION_MODES, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"task.isolation={self.isolation!r} must be one of {ISOLATION_MODES}{hint}")
         if not execution_enabled(self.execute)[0]:
             raise ConfigError(
                 "task=code_exec runs model-written code: enable it with task.execute=true or "
-                "KVX_ALLOW_CODE_EXECUTION=1 (an isolated subprocess: eval-grade, not a sandbox)"
+                "KVX_ALLOW_CODE_EXECUTION=1 (each program in its own sandbox, see task.isolation)"
             )
+        available, reason = isolation_available(self.isolation)
+        if not available:
+            raise ConfigError(f"task=code_exec: {reason}")
 
     def _selected(self) -> list[dict[str, str]]:
         rows = list(load_problems())
@@ -217,7 +228,8 @@ class CodeExec(Task):
             limits = Limits(
                 wall_s=self.timeout_s, cpu_s=math.ceil(self.timeout_s), memory_bytes=self.memory_mb * 2**20
             )
-            self._executor = Executor(enabled, limits, workers=1)  # the engine scores one answer at a time
+            # the engine scores one answer at a time
+            self._executor = Executor(enabled, limits, workers=1, isolation=self.isolation)
         return self._executor
 
     def outcome(self, prediction: str, source: Source) -> Outcome:
@@ -241,6 +253,7 @@ class CodeExec(Task):
             "seconds": result.seconds,
             "exit_code": result.exit_code,
             "isolation": list(result.isolation),
+            "isolation_mode": self.isolation,
             "execution_enabled_by": self._enabled_by,
         }
         metrics = {"pass": passed, "edit_sim": edit_sim(answer, source)}

