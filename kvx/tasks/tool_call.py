@@ -25,13 +25,17 @@ Metrics, lenient to strict and nested (each implies the one before, so the rates
 
 ``source=builtin`` uses the 12-tool catalog of :mod:`kvx.tasks.tool_catalog` (fixed size, so
 ``context_tokens`` is ignored). ``source=bfcl`` reads BFCL v4's single-call category
-``bfcl_category`` from the ``bfcl-eval`` package: the catalog holds the tools of the chosen
-requests plus distractor tools from other entries, added until the prompt reaches ``context_tokens``.
-BFCL types become JSON Schema (``dict`` -> ``object``, ``float`` -> ``number``, ``tuple`` ->
-``array``, ``any`` -> unconstrained) and the model is shown the converted schema. Built-in schemas
-forbid unknown arguments (``additionalProperties: false``); BFCL's do not, so there an invented
-argument fails ``args_exact`` only. Requests whose tool name another chosen request uses for a
-different definition are skipped, so a name in the catalog always means one definition.
+``bfcl_category`` from the ``bfcl-eval`` package. Every entry runs unless no call can score it
+(the manifest lists each one left out, with its reason). The chosen requests' tools are packed, in
+seeded order, into catalogs (shards) of at most ``context_tokens``, each filled with distractor
+tools from the rest of the category up to that budget; a split has as many shared contexts as
+shards, and its sources come shard by shard. BFCL reuses tool names for different definitions, so
+the k-th definition of a name (k >= 2, file order) is shown as ``<name>_v<k>`` everywhere
+(:func:`bfcl_names`): a name in a catalog always means one definition, and ``name_match`` compares
+with the name shown (``bfcl_name`` keeps BFCL's). BFCL types become JSON Schema (``dict`` ->
+``object``, ``float`` -> ``number``, ``tuple`` -> ``array``, ``any`` -> unconstrained) and the model
+is shown the converted schema. Built-in schemas forbid unknown arguments (``additionalProperties:
+false``); BFCL's do not, so there an invented argument fails ``args_exact`` only.
 """
 
 from __future__ import annotations
