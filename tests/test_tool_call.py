@@ -434,12 +434,12 @@ def test_every_bfcl_request_runs_in_exactly_one_shard_within_budget(fake_bfcl: N
         longest = max(s.metadata["prompt_tokens"] for s in sources if s.context in texts)
         assert longest + shortest > 120
     assert [s.digest() for s in sources] == [s.digest() for s in task.sources(36, 2, 120, words)]
-    again = {s.id: s.metadata["shard"] for s in task.sources(12, 2, 120, words)}
-    full = {s.id: s.metadata["shard"] for s in sources}
-    last = max(again.values())
-    assert {key: shard for key, shard in again.items() if shard < last} == {
-        key: shard for key, shard in full.items() if key in again and full[key] < last
-    }  # a smaller split keeps a larger one's shards, all but its last
+    smaller = task.sources(12, 2, 120, words)
+    last = smaller[-1].metadata["shard"]
+    kept = [s for s in smaller if s.metadata["shard"] < last]
+    assert kept and [(s.id, s.context, s.metadata["shard"]) for s in kept] == [
+        (s.id, s.context, s.metadata["shard"]) for s in sources[: len(kept)]
+    ]  # a smaller split repeats a larger one's catalogs, all but its last: their controls serve both
 
 
 def test_colliding_bfcl_names_both_run_and_score_against_the_shown_name(fake_bfcl: None) -> None:
@@ -523,6 +523,9 @@ def test_real_bfcl_category(category: str) -> None:
     every = task.sources(len(requests), 0, 4096, words)
     assert sorted(s.id for s in every) == sorted(f"bfcl_{r['id']}" for r in requests)
     assert max(s.metadata["prompt_tokens"] for s in every) <= 4096 and every[0].metadata["shards"] > 1
+    part = task.sources(len(requests) // 3, 0, 4096, words)  # live tools serve many requests: same shards
+    kept = {s.id: s.context for s in part if s.metadata["shard"] < part[-1].metadata["shard"]}
+    assert kept and kept == {s.id: s.context for s in every if s.id in kept}
     sources = task.sources(5, 0, 3000, words)
     assert len({source.context for source in sources}) == 1
     for source in sources:

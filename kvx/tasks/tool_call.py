@@ -395,9 +395,9 @@ def bfcl_names(tools: list[dict[str, Any]]) -> list[str]:
 
 def bfcl_shards(names: list[str], measure: Callable[[list[str]], int], budget: int) -> list[list[str]]:
     """Gold tool names (in the split's seeded order) packed into consecutive shards whose catalog
-    each ``measure``s at most ``budget``: next fit, each shard as many of the next names as fit, so a
-    larger split keeps a smaller one's shards (all but its last) and an item's shard is fixed per
-    configuration. ValueError when one tool alone exceeds the budget."""
+    each ``measure``s at most ``budget``: next fit, each shard as many of the next names as fit, so an
+    item's shard is fixed per configuration and a longer list keeps a shorter one's shards (all but
+    its last). ValueError when one tool alone exceeds the budget."""
     shards: list[list[str]] = []
     hint = 1
     while rest := names[sum(map(len, shards)) :]:
@@ -428,10 +428,12 @@ def bfcl_catalogs(
     budget: int,
     count_tokens: CountTokens,
 ) -> list[BfclShard]:
-    """The catalogs of a split: the gold tools (``asked``: name -> the questions that call it, in
-    seeded order) packed by :func:`bfcl_shards`, each filled up to ``budget`` with distractors drawn
-    in a seeded order per shard from every other tool of the category (``tools``). Every catalog
-    lists its tools in one seeded order, so a shard's text grows line by line as distractors join."""
+    """The catalogs of a split: the gold tools (``asked``: name -> every question of the category that
+    calls it, in seeded order) packed by :func:`bfcl_shards`, each filled up to ``budget`` with
+    distractors drawn in a seeded order per shard from every other tool of the category (``tools``).
+    Every catalog lists its tools in one seeded order, so a shard's text grows line by line as
+    distractors join. Nothing here depends on the split size beyond which tools are gold, so a larger
+    split repeats a smaller one's catalogs (all but its last) and their stored controls serve both."""
     layout = list(tools)
     random.Random(f"tool_call:bfcl:{seed}").shuffle(layout)
     rank = {name: position for position, name in enumerate(layout)}
@@ -524,9 +526,10 @@ class ToolCall(Task):
             )
         order = seeded_order(len(requests), len(requests), seed)
         chosen = [requests[index] for index in order[:n]]
-        asked: dict[str, list[str]] = {}
-        for request in chosen:
-            asked.setdefault(request["name"], []).append(_question(request["text"]))
+        questions: dict[str, list[str]] = {}
+        for request in requests:  # every request of a tool, chosen or not: its shard fits any split size
+            questions.setdefault(request["name"], []).append(_question(request["text"]))
+        asked = {request["name"]: questions[request["name"]] for request in chosen}
         tools = {requests[index]["name"]: requests[index]["tool"] for index in order}
         shards = bfcl_catalogs(tools, asked, seed, context_tokens, count_tokens)
         shard_of = {name: index for index, shard in enumerate(shards) for name in shard.gold}
