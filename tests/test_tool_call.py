@@ -442,6 +442,26 @@ def test_every_bfcl_request_runs_in_exactly_one_shard_within_budget(fake_bfcl: N
     ]  # a smaller split repeats a larger one's catalogs, all but its last: their controls serve both
 
 
+def test_a_bfcl_shard_reserves_room_for_unchosen_requests_of_its_tools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """t0 is also called by a long request: a split without it must still build t0's shard as a split
+    with it does (else a larger split would change a smaller one's catalogs and their controls)."""
+    entries = [
+        entry(f"simple_{i}", f"t{i}", {"x": {"type": "integer"}}, ["x"], f"call t{i}") for i in range(8)
+    ]
+    entries.append(entry("simple_8", "t0", {"x": {"type": "integer"}}, ["x"], "call t0 " + "now " * 40))
+    answers = [{"id": f"simple_{i}", "ground_truth": [{f"t{i % 8}": {"x": [i]}}]} for i in range(9)]
+    files = write_bfcl(tmp_path, entries, answers)
+    monkeypatch.setattr(tool_call, "bfcl_files", lambda category: files)
+    orders = {seed: tool_call.seeded_order(9, 9, seed) for seed in range(200)}
+    seed = next(seed for seed, order in orders.items() if order[0] == 0 and order[-1] == 8)
+    task = ToolCall(source="bfcl")
+    every, part = task.sources(9, seed, 110, words), task.sources(8, seed, 110, words)
+    assert part[0].id == "bfcl_simple_0" and "bfcl_simple_8" not in {s.id for s in part}
+    assert part[0].context == every[0].context and every[0].metadata["shards"] > 2
+
+
 def test_colliding_bfcl_names_both_run_and_score_against_the_shown_name(fake_bfcl: None) -> None:
     sources = {s.id: s for s in ToolCall(source="bfcl").sources(36, 0, 10**6, words)}
     first, second = sources["bfcl_simple_0"], sources["bfcl_simple_5"]
@@ -523,9 +543,6 @@ def test_real_bfcl_category(category: str) -> None:
     every = task.sources(len(requests), 0, 4096, words)
     assert sorted(s.id for s in every) == sorted(f"bfcl_{r['id']}" for r in requests)
     assert max(s.metadata["prompt_tokens"] for s in every) <= 4096 and every[0].metadata["shards"] > 1
-    part = task.sources(len(requests) // 3, 0, 4096, words)  # live tools serve many requests: same shards
-    kept = {s.id: s.context for s in part if s.metadata["shard"] < part[-1].metadata["shard"]}
-    assert kept and kept == {s.id: s.context for s in every if s.id in kept}
     sources = task.sources(5, 0, 3000, words)
     assert len({source.context for source in sources}) == 1
     for source in sources:
