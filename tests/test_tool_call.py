@@ -488,25 +488,28 @@ def test_bfcl_entries_left_out_are_counted_with_their_reason(
         entry("simple_1", "empty", props, ["xs"]),
         {**entry("simple_2", "pair", {}, []), "function": [entry("", "p", {}, [])["function"][0]] * 2},
         entry("simple_3", "orphan", {}, []),
+        entry("simple_4", "mine", {}, []),
     ]
     answers = [
         {"id": "simple_0", "ground_truth": [{"keep": {"x": [1]}}]},
         {"id": "simple_1", "ground_truth": [{"empty": {"xs": []}}]},
         {"id": "simple_2", "ground_truth": [{"p": {}}]},
+        {"id": "simple_4", "ground_truth": [{"theirs": {}}]},
     ]
     files = write_bfcl(tmp_path, entries, answers)
     monkeypatch.setattr(tool_call, "bfcl_files", lambda category: files)
     manifest = ToolCall(source="bfcl").manifest(1, 0)
     assert {k: manifest[k] for k in ("entries", "runnable", "renamed")} == {
-        "entries": 4,
+        "entries": 5,
         "runnable": 1,
         "renamed": 0,
     }
-    assert list(manifest["excluded"]) == ["simple_1", "simple_2", "simple_3"]
+    assert list(manifest["excluded"]) == ["simple_1", "simple_2", "simple_3", "simple_4"]
     assert manifest["excluded"]["simple_2"] == "2 tools, 1 gold calls: not one call"
     assert manifest["excluded"]["simple_3"] == "no ground truth"
+    assert manifest["excluded"]["simple_4"] == "the gold call names 'theirs', its tool is 'mine'"
     assert ToolCall().manifest(1, 0) is None
-    with pytest.raises(ValueError, match="1 runnable requests of 4; asked for 2 .left out: simple_1: its gr"):
+    with pytest.raises(ValueError, match="1 runnable requests of 5; asked for 2 .left out: simple_1: its gr"):
         ToolCall(source="bfcl").sources(2, 0, 10**6, words)
 
 
