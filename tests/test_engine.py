@@ -190,6 +190,29 @@ def test_a_shared_context_is_compressed_once_and_decodes_as_if_compressed_per_so
     assert [r["status"] for r in records] == ["supported"] * 4
 
 
+@dataclass
+class TwoCatalogs(NiahSingle):
+    """Half the sources ask about one context, then half about another (a BFCL split's two shards)."""
+
+    def sources(self, n, seed, context_tokens, count_tokens):
+        bases = super().sources(2, seed, context_tokens, count_tokens)
+        return [
+            type(base)(f"shard{j}_{i}", base.context, f"{base.question} ({i})", base.answers, base.evidence)
+            for j, base in enumerate(bases)
+            for i in range(n // 2)
+        ]
+
+
+def test_each_shared_context_of_a_split_is_compressed_once(tiny, tmp_path):
+    c = cell("tova", TOVA(), 0.5, task=TwoCatalogs(), n_sources=4)
+    engine = Engine(tmp_path, 2**28)
+    (records,) = engine.run_cells([c], tiny, progress=False, release=True)  # as a sweep of many cells
+    assert len({s.context for s in engine.sources(c, tiny)}) == 2
+    assert engine.compressions == 2  # one per context (the control prefills per source when releasing)
+    assert not engine.shared_contexts  # the last source of each context let its compression go
+    assert [r["status"] for r in as_dicts(records)] == ["supported"] * 4
+
+
 def test_query_aware_compression_is_never_shared(tiny, engine):
     c = cell("snapkv", SnapKV(window_size=16), 0.5, task=SharedCatalog(), n_sources=3, query_aware=True)
     as_dicts(engine.run_cells([c], tiny, progress=False)[0])

@@ -18,8 +18,10 @@ from kvx.tasks.tool_call import (
     ToolCall,
     arguments_match,
     bfcl_gold,
+    bfcl_names,
     bfcl_requests,
     bfcl_schema,
+    bfcl_shards,
     bfcl_standardize,
     evaluate,
     extract_first_object,
@@ -340,15 +342,24 @@ def test_bfcl_requests_join_and_filter() -> None:
         {"id": "simple_0", "ground_truth": [{"area": {"base": [10], "unit": ["units", ""]}}]},
         {"id": "simple_1", "ground_truth": [{"empty": {"xs": []}}]},  # unanswerable: dropped
     ]
-    (request,) = bfcl_requests(entries, answers)
+    (request,), excluded = bfcl_requests(entries, answers)
+    assert list(excluded) == ["simple_1"]
+    assert excluded["simple_1"].startswith("its ground truth contradicts its schema, no call can score")
     assert request["arguments"] == {"base": 10, "unit": "units"}
     assert request["tool"]["parameters"]["type"] == "object"
     assert request["text"] == "Area of 10"
 
 
+def write_bfcl(folder: Path, entries: list[dict], answers: list[dict]) -> BfclFiles:
+    """A category in the package's layout: one JSON object a line, entries and ground truth apart."""
+    for stem, rows in (("entries", entries), ("answers", answers)):
+        (folder / f"{stem}.json").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return BfclFiles(folder / "entries.json", folder / "answers.json", "test")
+
+
 @pytest.fixture
 def fake_bfcl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A BFCL category in native format: 6 requests (one reusing a name for another tool) + 30 distractors."""
+    """A BFCL category in native format: 36 requests, simple_5 reusing tool_0's name for another tool."""
     entries, answers = [], []
     for i in range(36):
         name = "tool_0" if i == 5 else f"tool_{i}"
@@ -357,9 +368,7 @@ def fake_bfcl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
             props["y"] = {"type": "float"}
         entries.append(entry(f"simple_{i}", name, props, ["x"], f"call {name} with {i}"))
         answers.append({"id": f"simple_{i}", "ground_truth": [{name: {"x": [i]}}]})
-    for stem, rows in (("entries", entries), ("answers", answers)):
-        (tmp_path / f"{stem}.json").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    files = BfclFiles(tmp_path / "entries.json", tmp_path / "answers.json", "test")
+    files = write_bfcl(tmp_path, entries, answers)
     monkeypatch.setattr(tool_call, "bfcl_files", lambda category: files)
 
 
@@ -369,7 +378,7 @@ def test_bfcl_split_shares_a_catalog_sized_to_the_budget(fake_bfcl: None) -> Non
     assert small[0].metadata["catalog_tools"] < large[0].metadata["catalog_tools"]
     for split, budget in ((small, 600), (large, 1500)):
         assert len({source.context for source in split}) == 1
-        assert len({source.metadata["name"] for source in split}) == 6  # tool_0 twice would be ambiguous
+        assert len({source.metadata["name"] for source in split}) == 6  # tool_0 twice: tool_0_v2
         for source in split:
             assert source.metadata["prompt_tokens"] <= budget
             ((start, end),) = source.evidence
@@ -377,8 +386,131 @@ def test_bfcl_split_shares_a_catalog_sized_to_the_budget(fake_bfcl: None) -> Non
             assert judge(source.answers[0], source) == dict.fromkeys(METRICS, 1.0)
             assert source.metadata["bfcl_version"] == "test"
     assert [s.digest() for s in small] == [s.digest() for s in task.sources(6, 1, 600, words)]
-    with pytest.raises(ValueError, match="too small"):
-        task.sources(6, 1, 100, words)
+    with pytest.raises(ValueError, match="too small: the catalog of BFCL tool"):
+        task.sources(6, 1, 30, words)  # one tool (about 20 words) and its request do not fit
+
+
+def test_bfcl_names_keep_the_first_definition_and_suffix_the_others() -> None:
+    def tool(name: str, version: int) -> dict:
+        return {"name": name, "description": f"v{version}", "parameters": {}}
+
+    tools = [tool("a", 1), tool("b", 1), tool("a", 2), tool("a", 1), tool("a", 3), tool("b", 1)]
+    assert bfcl_names(tools) == ["a", "b", "a_v2", "a", "a_v3", "b"]
+    with pytest.raises(ValueError, match="already names a tool 'a_v2'"):
+        bfcl_names([tool("a", 1), tool("a", 2), tool("a_v2", 1)])
+
+
+def test_bfcl_shards_are_next_fit_and_refuse_a_tool_over_the_budget() -> None:
+    sizes = {"a": 3, "b": 4, "c": 2, "d": 5, "e": 1}
+    measure = lambda names: sum(sizes[name] for name in names)  # noqa: E731
+    assert bfcl_shards(list(sizes), measure, 7) == [["a", "b"], ["c", "d"], ["e"]]
+    assert bfcl_shards(list(sizes), measure, 15) == [list(sizes)]
+    assert bfcl_shards(["a", "b", "c"], measure, 9) == [["a", "b", "c"]]
+    with pytest.raises(ValueError, match="context_tokens=4 is too small: the catalog of BFCL tool 'd'"):
+        bfcl_shards(list(sizes), measure, 4)
+
+
+def test_every_bfcl_request_runs_in_exactly_one_shard_within_budget(fake_bfcl: None) -> None:
+    task = ToolCall(source="bfcl")
+    sources = task.sources(36, 2, 120, words)
+    assert sorted(s.id for s in sources) == sorted(f"bfcl_simple_{i}" for i in range(36))
+    shards = [s.metadata["shard"] for s in sources]
+    assert shards == sorted(shards)  # shard by shard: the engine compresses each catalog once
+    assert set(shards) == set(range(sources[0].metadata["shards"])) and len(set(shards)) > 2
+    contexts: dict[int, set[str]] = {}
+    for source in sources:
+        contexts.setdefault(source.metadata["shard"], set()).add(source.context)
+        assert source.metadata["prompt_tokens"] <= 120
+        ((start, end),) = source.evidence
+        assert json.loads(source.context[start:end])["name"] == source.metadata["name"]
+        assert judge(source.answers[0], source) == dict.fromkeys(METRICS, 1.0)
+        listed = [json.loads(line)["name"] for line in source.context.splitlines()[1:]]
+        assert len(listed) == source.metadata["catalog_tools"] == len(set(listed))
+    assert all(len(texts) == 1 for texts in contexts.values())  # one shared context per shard
+    assert len({text for texts in contexts.values() for text in texts}) == len(contexts)
+    # every shard is full: its longest prompt has no room for the shortest tool line of the category
+    shortest = min(words(line) for line in sources[0].context.splitlines()[1:])
+    for texts in contexts.values():
+        longest = max(s.metadata["prompt_tokens"] for s in sources if s.context in texts)
+        assert longest + shortest > 120
+    assert [s.digest() for s in sources] == [s.digest() for s in task.sources(36, 2, 120, words)]
+    smaller = task.sources(12, 2, 120, words)
+    last = smaller[-1].metadata["shard"]
+    kept = [s for s in smaller if s.metadata["shard"] < last]
+    assert kept and [(s.id, s.context, s.metadata["shard"]) for s in kept] == [
+        (s.id, s.context, s.metadata["shard"]) for s in sources[: len(kept)]
+    ]  # a smaller split repeats a larger one's catalogs, all but its last: their controls serve both
+
+
+def test_a_bfcl_shard_reserves_room_for_unchosen_requests_of_its_tools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """t0 is also called by a long request: a split without it must still build t0's shard as a split
+    with it does (else a larger split would change a smaller one's catalogs and their controls)."""
+    entries = [
+        entry(f"simple_{i}", f"t{i}", {"x": {"type": "integer"}}, ["x"], f"call t{i}") for i in range(8)
+    ]
+    entries.append(entry("simple_8", "t0", {"x": {"type": "integer"}}, ["x"], "call t0 " + "now " * 40))
+    answers = [{"id": f"simple_{i}", "ground_truth": [{f"t{i % 8}": {"x": [i]}}]} for i in range(9)]
+    files = write_bfcl(tmp_path, entries, answers)
+    monkeypatch.setattr(tool_call, "bfcl_files", lambda category: files)
+    orders = {seed: tool_call.seeded_order(9, 9, seed) for seed in range(200)}
+    seed = next(seed for seed, order in orders.items() if order[0] == 0 and order[-1] == 8)
+    task = ToolCall(source="bfcl")
+    every, part = task.sources(9, seed, 110, words), task.sources(8, seed, 110, words)
+    assert part[0].id == "bfcl_simple_0" and "bfcl_simple_8" not in {s.id for s in part}
+    assert part[0].context == every[0].context and every[0].metadata["shards"] > 2
+
+
+def test_colliding_bfcl_names_both_run_and_score_against_the_shown_name(fake_bfcl: None) -> None:
+    sources = {s.id: s for s in ToolCall(source="bfcl").sources(36, 0, 10**6, words)}
+    first, second = sources["bfcl_simple_0"], sources["bfcl_simple_5"]
+    assert (first.metadata["name"], second.metadata["name"]) == ("tool_0", "tool_0_v2")
+    assert first.metadata["bfcl_name"] == second.metadata["bfcl_name"] == "tool_0"
+    assert first.context == second.context  # one catalog holds both definitions, apart by name
+    ((start, end),) = second.evidence
+    assert set(json.loads(second.context[start:end])["parameters"]["properties"]) == {"x", "y"}
+    assert json.loads(second.answers[0]) == {"name": "tool_0_v2", "arguments": {"x": 5}}
+    assert judge(second.answers[0], second)["args_exact"] == 1.0
+    bare = json.dumps({"name": "tool_0", "arguments": {"x": 5}})  # the other definition's name
+    assert judge(bare, second) == {**dict.fromkeys(METRICS, 0.0), "json_valid": 1.0}
+    # the string anchor still finds "tool_0" inside "tool_0_v2": a suffixed name contains the bare one
+    other = json.dumps({"name": "tool_0_v2", "arguments": {"x": 0}})
+    assert judge(other, first) == {**dict.fromkeys(METRICS, 0.0), "json_valid": 1.0, "name_substring": 1.0}
+
+
+def test_bfcl_entries_left_out_are_counted_with_their_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    props = {"xs": {"type": "array", "items": {"type": "string"}}}
+    entries = [
+        entry("simple_0", "keep", {"x": {"type": "integer"}}, ["x"]),
+        entry("simple_1", "empty", props, ["xs"]),
+        {**entry("simple_2", "pair", {}, []), "function": [entry("", "p", {}, [])["function"][0]] * 2},
+        entry("simple_3", "orphan", {}, []),
+        entry("simple_4", "mine", {}, []),
+    ]
+    answers = [
+        {"id": "simple_0", "ground_truth": [{"keep": {"x": [1]}}]},
+        {"id": "simple_1", "ground_truth": [{"empty": {"xs": []}}]},
+        {"id": "simple_2", "ground_truth": [{"p": {}}]},
+        {"id": "simple_4", "ground_truth": [{"theirs": {}}]},
+    ]
+    files = write_bfcl(tmp_path, entries, answers)
+    monkeypatch.setattr(tool_call, "bfcl_files", lambda category: files)
+    manifest = ToolCall(source="bfcl").manifest(1, 0)
+    assert {k: manifest[k] for k in ("entries", "runnable", "renamed")} == {
+        "entries": 5,
+        "runnable": 1,
+        "renamed": 0,
+    }
+    assert list(manifest["excluded"]) == ["simple_1", "simple_2", "simple_3", "simple_4"]
+    assert manifest["excluded"]["simple_2"] == "2 tools, 1 gold calls: not one call"
+    assert manifest["excluded"]["simple_3"] == "no ground truth"
+    assert manifest["excluded"]["simple_4"] == "the gold call names 'theirs', its tool is 'mine'"
+    assert ToolCall().manifest(1, 0) is None
+    with pytest.raises(ValueError, match="1 runnable requests of 5; asked for 2 .left out: simple_1: its gr"):
+        ToolCall(source="bfcl").sources(2, 0, 10**6, words)
 
 
 def test_bfcl_string_standardisation_applies(fake_bfcl: None) -> None:
@@ -401,11 +533,20 @@ def test_real_bfcl_category(category: str) -> None:
     files = tool_call.bfcl_files(category)
     entries = [json.loads(line) for line in files.entries.read_text(encoding="utf-8").splitlines()]
     answers = [json.loads(line) for line in files.answers.read_text(encoding="utf-8").splitlines()]
-    requests = bfcl_requests(entries, answers)
-    assert len(requests) >= 0.99 * len(entries)
+    requests, excluded = bfcl_requests(entries, answers)
+    assert len(requests) + len(excluded) == len(entries) and len(requests) >= 0.99 * len(entries)
+    if files.version == tool_call.BFCL_VERSION:  # every item runs but two that no call can satisfy
+        assert (len(requests), sorted(excluded)) == {
+            "simple_python": (400, []),
+            "live_simple": (256, ["live_simple_106-63-0", "live_simple_112-68-0"]),
+        }[category]
     for request in requests:
         jsonschema.Draft202012Validator.check_schema(request["tool"]["parameters"])
-    sources = ToolCall(source="bfcl", bfcl_category=category).sources(5, 0, 3000, words)
+    task = ToolCall(source="bfcl", bfcl_category=category)
+    every = task.sources(len(requests), 0, 4096, words)
+    assert sorted(s.id for s in every) == sorted(f"bfcl_{r['id']}" for r in requests)
+    assert max(s.metadata["prompt_tokens"] for s in every) <= 4096 and every[0].metadata["shards"] > 1
+    sources = task.sources(5, 0, 3000, words)
     assert len({source.context for source in sources}) == 1
     for source in sources:
         assert source.metadata["prompt_tokens"] <= 3000

@@ -25,13 +25,17 @@ Metrics, lenient to strict and nested (each implies the one before, so the rates
 
 ``source=builtin`` uses the 12-tool catalog of :mod:`kvx.tasks.tool_catalog` (fixed size, so
 ``context_tokens`` is ignored). ``source=bfcl`` reads BFCL v4's single-call category
-``bfcl_category`` from the ``bfcl-eval`` package: the catalog holds the tools of the chosen
-requests plus distractor tools from other entries, added until the prompt reaches ``context_tokens``.
-BFCL types become JSON Schema (``dict`` -> ``object``, ``float`` -> ``number``, ``tuple`` ->
-``array``, ``any`` -> unconstrained) and the model is shown the converted schema. Built-in schemas
-forbid unknown arguments (``additionalProperties: false``); BFCL's do not, so there an invented
-argument fails ``args_exact`` only. Requests whose tool name another chosen request uses for a
-different definition are skipped, so a name in the catalog always means one definition.
+``bfcl_category`` from the ``bfcl-eval`` package. Every entry runs unless no call can score it
+(the manifest lists each one left out, with its reason). The chosen requests' tools are packed, in
+seeded order, into catalogs (shards) of at most ``context_tokens``, each filled with distractor
+tools from the rest of the category up to that budget; a split has as many shared contexts as
+shards, and its sources come shard by shard. BFCL reuses tool names for different definitions, so
+the k-th definition of a name (k >= 2, file order) is shown as ``<name>_v<k>`` everywhere
+(:func:`bfcl_names`): a name in a catalog always means one definition, and ``name_match`` compares
+with the name shown (``bfcl_name`` keeps BFCL's). BFCL types become JSON Schema (``dict`` ->
+``object``, ``float`` -> ``number``, ``tuple`` -> ``array``, ``any`` -> unconstrained) and the model
+is shown the converted schema. Built-in schemas forbid unknown arguments (``additionalProperties:
+false``); BFCL's do not, so there an invented argument fails ``args_exact`` only.
 """
 
 from __future__ import annotations
@@ -321,37 +325,137 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def bfcl_requests(entries: list[dict[str, Any]], answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """BFCL entries joined with their ground truth, as requests with a converted tool and gold call.
+def bfcl_requests(
+    entries: list[dict[str, Any]], answers: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """BFCL entries joined with their ground truth, as requests with a converted tool and gold call,
+    and every entry left out with its reason (never dropped silently).
 
     Only single-call entries with one tool qualify (the ``simple`` categories), and only those whose
     canonical gold call passes this task's own checks (a few BFCL answers contradict their schema, e.g.
-    an empty acceptable list for a required argument). The request text is the first turn's messages
-    joined, so a live entry's system prompt stays with its user message.
+    an empty acceptable list for a required argument: no call could score). The request text is the
+    first turn's messages joined, so a live entry's system prompt stays with its user message. Each
+    tool carries the name the model is shown (:func:`bfcl_names`); ``bfcl_name`` keeps BFCL's own.
     """
     truth = {row["id"]: row["ground_truth"] for row in answers}
-    out = []
+    out, excluded = [], {}
     for entry in entries:
-        calls = truth.get(entry["id"], [])
+        calls = truth.get(entry["id"])
+        if calls is None:
+            excluded[entry["id"]] = "no ground truth"
+            continue
         if len(entry["function"]) != 1 or len(calls) != 1:
+            excluded[entry["id"]] = f"{len(entry['function'])} tools, {len(calls)} gold calls: not one call"
             continue
         ((name, acceptable),) = calls[0].items()
         function = entry["function"][0]
+        if name != function["name"]:
+            excluded[entry["id"]] = f"the gold call names {name!r}, its tool is {function['name']!r}"
+            continue
         tool = {**function, "parameters": bfcl_schema(function["parameters"])}
-        text = "\n\n".join(message["content"] for message in entry["question"][0])
         gold = bfcl_gold(acceptable, tool["parameters"])
         check = evaluate(_call_json(name, gold), name, tool["parameters"], acceptable, "bfcl")
-        if check.metrics["args_exact"]:
-            out.append(
-                {
-                    "id": entry["id"],
-                    "text": text,
-                    "name": name,
-                    "tool": tool,
-                    "acceptable": acceptable,
-                    "arguments": gold,
-                }
+        if not check.metrics["args_exact"]:
+            excluded[entry["id"]] = (
+                f"its ground truth contradicts its schema, no call can score ({check.error})"
             )
+            continue
+        text = "\n\n".join(message["content"] for message in entry["question"][0])
+        out.append(
+            {"id": entry["id"], "text": text, "tool": tool, "acceptable": acceptable, "arguments": gold}
+        )
+    for request, shown in zip(out, bfcl_names([request["tool"] for request in out])):
+        request["bfcl_name"], request["name"] = request["tool"]["name"], shown
+        request["tool"] = {**request["tool"], "name": shown}
+    return out, excluded
+
+
+def bfcl_names(tools: list[dict[str, Any]]) -> list[str]:
+    """The name each tool is shown under, so one name always means one definition in any catalog.
+
+    BFCL reuses names for different definitions (``simple_python``: 27 names, ``live_simple``: 26,
+    up to 11 definitions each). A name keeps BFCL's spelling for its first definition in file order;
+    its k-th different definition (k >= 2) is shown as ``<name>_v<k>``. The scheme depends on the
+    category file only, never on the seed, the split size or the budget.
+    """
+    definitions: dict[str, list[str]] = {}
+    out = []
+    for tool in tools:
+        known = definitions.setdefault(tool["name"], [])
+        key = json.dumps(tool, sort_keys=True)
+        if key not in known:
+            known.append(key)
+        version = known.index(key) + 1
+        out.append(tool["name"] if version == 1 else f"{tool['name']}_v{version}")
+    clash = {shown for shown, tool in zip(out, tools) if shown != tool["name"]} & set(definitions)
+    if clash:
+        raise ValueError(f"BFCL already names a tool {sorted(clash)[0]!r}: the _v<k> suffix is ambiguous")
+    return out
+
+
+def bfcl_shards(names: list[str], measure: Callable[[list[str]], int], budget: int) -> list[list[str]]:
+    """Gold tool names (in the split's seeded order) packed into consecutive shards whose catalog
+    each ``measure``s at most ``budget``: next fit, each shard as many of the next names as fit, so an
+    item's shard is fixed per configuration and a longer list keeps a shorter one's shards (all but
+    its last). ValueError when one tool alone exceeds the budget."""
+    shards: list[list[str]] = []
+    hint = 1
+    while rest := names[sum(map(len, shards)) :]:
+        k, _ = fit_units(lambda k, rest=rest: measure(rest[:k]), budget, 0, len(rest), hint)
+        if k == 0:
+            raise ValueError(
+                f"context_tokens={budget} is too small: the catalog of BFCL tool {rest[0]!r} with its "
+                f"requests takes {measure(rest[:1])} tokens; raise context_tokens"
+            )
+        shards.append(rest[:k])
+        hint = k
+    return shards
+
+
+class BfclShard(NamedTuple):
+    """One catalog of a BFCL split: the gold tools it serves, its text and tool spans, its size."""
+
+    gold: list[str]
+    context: str
+    spans: dict[str, tuple[int, int]]
+    tools: int
+
+
+def bfcl_catalogs(
+    tools: dict[str, dict[str, Any]],
+    asked: dict[str, list[str]],
+    seed: int,
+    budget: int,
+    count_tokens: CountTokens,
+) -> list[BfclShard]:
+    """The catalogs of a split: the gold tools (``asked``: name -> every question of the category that
+    calls it, in seeded order) packed by :func:`bfcl_shards`, each filled up to ``budget`` with
+    distractors drawn in a seeded order per shard from every other tool of the category (``tools``).
+    Every catalog lists its tools in one seeded order, so a shard's text grows line by line as
+    distractors join. Nothing here depends on the split size beyond which tools are gold, so a larger
+    split repeats a smaller one's catalogs (all but its last) and their stored controls serve both."""
+    layout = list(tools)
+    random.Random(f"tool_call:bfcl:{seed}").shuffle(layout)
+    rank = {name: position for position, name in enumerate(layout)}
+
+    def render(names: list[str]) -> tuple[str, dict[str, tuple[int, int]]]:
+        return render_catalog([tools[name] for name in sorted(names, key=rank.__getitem__)])
+
+    @functools.cache
+    def cost(question: str) -> int:
+        return count_tokens(question)
+
+    def measure(names: list[str], gold: list[str]) -> int:
+        """The shard's longest prompt: the catalog of ``names`` with the costliest question of ``gold``."""
+        longest = max((question for name in gold for question in asked[name]), key=cost, default="")
+        return count_tokens(f"{render(names)[0]}\n{longest}")
+
+    out = []
+    for index, gold in enumerate(bfcl_shards(list(asked), lambda names: measure(names, names), budget)):
+        pool = [name for name in tools if name not in set(gold)]
+        random.Random(f"tool_call:bfcl:{seed}:{index}").shuffle(pool)
+        k, _ = fit_units(lambda k, g=gold, p=pool: measure(g + p[:k], g), budget, 0, len(pool), hint=0)
+        out.append(BfclShard(gold, *render(gold + pool[:k]), len(gold) + k))
     return out
 
 
@@ -408,66 +512,70 @@ class ToolCall(Task):
     def _bfcl_sources(
         self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens
     ) -> list[Source]:
+        """The first ``n`` requests of a seeded order, their tools packed into catalogs of at most
+        ``context_tokens`` (:func:`bfcl_shards`), each filled with distractors up to the budget.
+        Sources come shard by shard, so the engine compresses each catalog once and frees it after its
+        last request."""
         files = bfcl_files(self.bfcl_category)
-        requests = bfcl_requests(_read_jsonl(files.entries), _read_jsonl(files.answers))
-        order = seeded_order(len(requests), len(requests), seed)
-        chosen: list[dict[str, Any]] = []
-        gold_tools: dict[str, dict[str, Any]] = {}
-        for index in order:
-            if len(chosen) == n:
-                break
-            request = requests[index]
-            if gold_tools.get(request["name"], request["tool"]) != request["tool"]:
-                continue  # BFCL reuses some names for different tools; one name must mean one definition
-            gold_tools[request["name"]] = request["tool"]
-            chosen.append(request)
-        if len(chosen) < n:
-            raise ValueError(f"BFCL {self.bfcl_category} has {len(chosen)} usable requests; asked for {n}")
-        distractors: dict[str, dict[str, Any]] = {}
-        for index in order:
-            tool = requests[index]["tool"]
-            if tool["name"] not in gold_tools:
-                distractors.setdefault(tool["name"], tool)
-        pool = list(distractors)
-        layout = list(gold_tools) + pool
-        random.Random(f"tool_call:bfcl:{seed}").shuffle(layout)
-        longest = max((_question(request["text"]) for request in chosen), key=len)
-        everything = {**distractors, **gold_tools}
-
-        def catalog(k: int) -> list[dict[str, Any]]:
-            kept = set(gold_tools) | set(pool[:k])
-            return [everything[name] for name in layout if name in kept]
-
-        def measure(k: int) -> int:
-            return count_tokens(f"{render_catalog(catalog(k))[0]}\n{longest}")
-
-        if measure(0) > context_tokens:
+        requests, excluded = bfcl_requests(_read_jsonl(files.entries), _read_jsonl(files.answers))
+        if n > len(requests):
+            left_out = "; ".join(f"{key}: {why}" for key, why in excluded.items())
             raise ValueError(
-                f"context_tokens={context_tokens} is too small: the tools of {n} BFCL requests alone take "
-                f"{measure(0)} tokens; raise context_tokens or lower n_sources"
+                f"BFCL {self.bfcl_category} has {len(requests)} runnable requests of "
+                f"{len(requests) + len(excluded)}; asked for {n}"
+                + (f" (left out: {left_out})" if left_out else "")
             )
-        k, _ = fit_units(measure, context_tokens, 0, len(pool), hint=0)
-        context, spans = render_catalog(catalog(k))
-        extra = {
-            "strings": "bfcl",
+        order = seeded_order(len(requests), len(requests), seed)
+        chosen = [requests[index] for index in order[:n]]
+        questions: dict[str, list[str]] = {}
+        for request in requests:  # every request of a tool, chosen or not: its shard fits any split size
+            questions.setdefault(request["name"], []).append(_question(request["text"]))
+        asked = {request["name"]: questions[request["name"]] for request in chosen}
+        tools = {requests[index]["name"]: requests[index]["tool"] for index in order}
+        shards = bfcl_catalogs(tools, asked, seed, context_tokens, count_tokens)
+        shard_of = {name: index for index, shard in enumerate(shards) for name in shard.gold}
+        out = []
+        for request in sorted(chosen, key=lambda request: shard_of[request["name"]]):
+            index = shard_of[request["name"]]
+            extra = {
+                "strings": "bfcl",
+                "bfcl_version": files.version,
+                "bfcl_name": request["bfcl_name"],
+                "shard": index,
+                "shards": len(shards),
+                "catalog_tools": shards[index].tools,
+            }
+            out.append(
+                self._source(
+                    f"bfcl_{request['id']}",
+                    shards[index].context,
+                    shards[index].spans,
+                    request["text"],
+                    request["name"],
+                    request["arguments"],
+                    request["tool"]["parameters"],
+                    request["acceptable"],
+                    extra,
+                    count_tokens,
+                )
+            )
+        return out
+
+    def manifest(self, n: int, seed: int) -> dict[str, Any] | None:
+        """BFCL: the category read, how many of its entries run, each one left out with its reason,
+        and how many requests are shown a renamed tool (:func:`bfcl_names`); None for the built-in one."""
+        if self.source != "bfcl":
+            return None
+        files = bfcl_files(self.bfcl_category)
+        requests, excluded = bfcl_requests(_read_jsonl(files.entries), _read_jsonl(files.answers))
+        return {
+            "file": str(files.entries),
             "bfcl_version": files.version,
-            "catalog_tools": len(gold_tools) + k,
+            "entries": len(requests) + len(excluded),
+            "runnable": len(requests),
+            "excluded": excluded,
+            "renamed": sum(request["name"] != request["bfcl_name"] for request in requests),
         }
-        return [
-            self._source(
-                f"bfcl_{request['id']}",
-                context,
-                spans,
-                request["text"],
-                request["name"],
-                request["arguments"],
-                request["tool"]["parameters"],
-                request["acceptable"],
-                extra,
-                count_tokens,
-            )
-            for request in chosen
-        ]
 
     @staticmethod
     def _source(
