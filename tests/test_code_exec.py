@@ -116,6 +116,7 @@ def test_outcome_scores_and_runs_once(status, score):
         "exit_code": 0 if status == "pass" else 1,
         "isolation": ["tempdir", "rlimits"],
         "execution_enabled_by": "env",
+        "scorer": "kvx",
     }
     assert fake.programs == [assemble(BODY, PROMPT, TEST, "total")]
     task.evaluate(BODY, SOURCE)
