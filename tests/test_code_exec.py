@@ -117,6 +117,7 @@ def test_outcome_scores_and_runs_once(status, score):
         "isolation": ["tempdir", "rlimits"],
         "isolation_mode": "bubblewrap",
         "execution_enabled_by": "env",
+        "scorer": "kvx",
     }
     assert fake.programs == [assemble(BODY, PROMPT, TEST, "total")]
     task.evaluate(BODY, SOURCE)

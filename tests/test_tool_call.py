@@ -183,7 +183,7 @@ def test_value_comparison_is_typed() -> None:
 
 def test_details_report_the_extracted_object(builtin) -> None:
     details = ToolCall().evaluate('ok {"name": "nope"} done', builtin["tool_call_weather_paris"]).details
-    assert details == {"extracted": '{"name": "nope"}', "error": "wrong tool: 'nope'"}
+    assert details == {"extracted": '{"name": "nope"}', "error": "wrong tool: 'nope'", "scorer": "kvx"}
 
 
 # ---------------------------------------------------------------- built-in catalog and splits

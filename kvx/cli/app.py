@@ -70,7 +70,7 @@ def build_cell(cfg: DictConfig, typed: dict[str, str]) -> tuple[Cell, Any, dict[
         seed=int(cfg.seed),
         n_sources=int(cfg.n_sources),
         context_tokens=int(cfg.context_tokens),
-        max_new_tokens=type(task).max_new_tokens if cfg.max_new_tokens is None else int(cfg.max_new_tokens),
+        max_new_tokens=task.max_new_tokens if cfg.max_new_tokens is None else int(cfg.max_new_tokens),
         query_aware=bool(cfg.query_aware),
         diagnostics=diagnostics_of(cfg),
         budget_tokens=None if cfg.budget_tokens is None else int(cfg.budget_tokens),

