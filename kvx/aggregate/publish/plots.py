@@ -253,7 +253,9 @@ def contrast_ratio_plot(by_ratio: pd.DataFrame, out: Path) -> list[Path]:
             style = "--s" if role == "anchor" else "-o"
             ax.plot(x, y, style, color=_LINE_COLORS[i % len(_LINE_COLORS)], label=label)
         ax.axhline(1.0, color="gray", linewidth=0.8, linestyle=":")
-        ax.set_ylim(-0.02, 1.1)
+        top = float(np.nanmax(group["kept"].to_numpy(float), initial=1.0))  # a share may pass 1: keep it
+        ax.set_ylim(-0.02, max(1.1, top + 0.1))
+        ax.set_xlim(-0.03, max(0.8, float(group["ratio"].max()) + 0.05))
         ax.set_xlabel("compression ratio (share of the cache removed; 0 = FullCache)")
         ax.set_ylabel("share of the FullCache value kept")
         n = int(group["n_compressors"].max())
