@@ -251,3 +251,19 @@ def test_table1_runs_both_studies_as_sweeps_of_the_five_presses(
         assert "task.scorer=kv_exec_bench" in prepare([*argv, "press=knorm", "ratio=0.75"], conf_dir())
     problems = [a for a in presets.expand(parts[1][1], conf_dir()) if a.startswith("task.problems=")]
     assert problems == ["task.problems='" + ",".join(f"HumanEval/{i}" for i in range(10)) + "'"]
+
+
+def test_a_misspelled_option_names_the_closest_one() -> None:
+    from kvx.tasks.code_exec import CodeExec
+    from kvx.tasks.tool_call import ToolCall
+
+    with pytest.raises(
+        ConfigError, match=r"task.scorer='kv_exec_bnch' is not one of .*did you mean 'kv_exec_bench'\?"
+    ):
+        ToolCall(scorer="kv_exec_bnch")
+    with pytest.raises(ConfigError, match=r"task.catalog='kvexecbench' .*did you mean 'kv_exec_bench'\?"):
+        ToolCall(catalog="kvexecbench")
+    with pytest.raises(ConfigError, match=r"task.prompt='kv_exec' .*did you mean 'kv_exec_bench'\?"):
+        CodeExec(prompt="kv_exec")
+    with pytest.raises(ConfigError, match=r"task.source='bfc' .*did you mean 'bfcl'\?"):
+        ToolCall(source="bfc")

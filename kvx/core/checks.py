@@ -6,6 +6,7 @@ message names the key and the value so that the one line printed is enough to fi
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Collection
 from typing import Any
 
@@ -57,6 +58,9 @@ def check_bool(key: str, value: Any) -> bool:
 
 
 def check_choice(key: str, value: Any, options: Collection[Any]) -> Any:
+    """``value`` if it is one of ``options``; else a ConfigError naming them, and the closest one."""
     if value not in options:
-        raise ConfigError(f"{key}={value!r} is not one of {sorted(options, key=str)}")
+        close = difflib.get_close_matches(str(value), [str(o) for o in options], n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"{key}={value!r} is not one of {sorted(options, key=str)}{hint}")
     return value

@@ -52,6 +52,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from kvx.core.checks import check_choice
 from kvx.core.errors import ConfigError
 from kvx.core.identity import WHEN_SET
 from kvx.core.source import Source
@@ -185,9 +186,8 @@ class CodeExec(Task):
         self._executor: Executor | None = None
         self._enabled_by = ""
         self._outcomes: dict[tuple[str, str], Outcome] = {}
-        for name, value, allowed in (("prompt", self.prompt, PROMPTS), ("scorer", self.scorer, SCORERS)):
-            if value not in allowed:
-                raise ConfigError(f"task.{name}={value!r} must be one of {allowed}")
+        check_choice("task.prompt", self.prompt, PROMPTS)
+        check_choice("task.scorer", self.scorer, SCORERS)
         if self.prompt == "kv_exec_bench":
             self.max_new_tokens = KV_EXEC_BENCH_MAX_NEW_TOKENS  # the release's budget
 
@@ -199,10 +199,7 @@ class CodeExec(Task):
         self._selected()
         from kvx.tasks.executor import ISOLATION_MODES, execution_enabled, isolation_available
 
-        if self.isolation not in ISOLATION_MODES:
-            close = difflib.get_close_matches(str(self.isolation), ISOLATION_MODES, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"task.isolation={self.isolation!r} must be one of {ISOLATION_MODES}{hint}")
+        check_choice("task.isolation", self.isolation, ISOLATION_MODES)
         if not execution_enabled(self.execute)[0]:
             raise ConfigError(
                 "task=code_exec runs model-written code: enable it with task.execute=true or "

@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
+from kvx.core.checks import check_choice
 from kvx.core.errors import ConfigError
 from kvx.core.identity import WHEN_SET
 from kvx.core.source import Source
@@ -545,13 +546,10 @@ class ToolCall(Task):
     contrast: ClassVar[dict[str, str]] = {"json_valid": "schema_valid", "name_substring": "schema_valid"}
 
     def __post_init__(self) -> None:
-        if self.source not in ("builtin", "bfcl"):
-            raise ConfigError(f"task.source={self.source!r} must be 'builtin' or 'bfcl'")
-        if self.bfcl_category not in BFCL_CATEGORIES:
-            raise ConfigError(f"task.bfcl_category={self.bfcl_category!r} must be one of {BFCL_CATEGORIES}")
-        for name, value, allowed in (("catalog", self.catalog, CATALOGS), ("scorer", self.scorer, SCORERS)):
-            if value not in allowed:
-                raise ConfigError(f"task.{name}={value!r} must be one of {allowed}")
+        check_choice("task.source", self.source, ("builtin", "bfcl"))
+        check_choice("task.bfcl_category", self.bfcl_category, BFCL_CATEGORIES)
+        check_choice("task.catalog", self.catalog, CATALOGS)
+        check_choice("task.scorer", self.scorer, SCORERS)
         if self.source == "bfcl" and (self.catalog, self.scorer) != ("kvx", "kvx"):
             raise ConfigError(
                 "task.source=bfcl takes task.catalog=kvx and task.scorer=kvx: kv-exec-bench has no BFCL "
