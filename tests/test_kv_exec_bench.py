@@ -235,7 +235,11 @@ def test_the_scorer_is_part_of_the_cell() -> None:
 def test_table1_runs_both_studies_as_sweeps_of_the_five_presses(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from kvx.tasks import executor
+
     monkeypatch.setenv("KVX_ALLOW_CODE_EXECUTION", "1")
+    # the preset's composition is under test, not this machine's sandbox (tests/test_executor_sandbox.py)
+    monkeypatch.setattr(executor, "isolation_available", lambda isolation, python=None: (True, ""))
     parts = presets.suite(["+experiment=kv_exec_bench/table1", f"outputs_dir={tmp_path}"], conf_dir())
     assert [name for name, _ in parts] == ["kv_exec_bench/tool_call", "kv_exec_bench/code_exec"]
     expected = {
