@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from kvx.aggregate.analyse.onset import DEFAULT_THRESHOLD
+from kvx.aggregate.analyse.onset import DEFAULT_THRESHOLD, check_threshold
 from kvx.aggregate.read import cache
 from kvx.aggregate.read.sources import DirectorySource, MlflowSource, Source
 from kvx.aggregate.run import Options, Result, analyse
@@ -96,8 +96,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("splits", "boot", "workers", "cases"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             p.error(f"--{name}={getattr(args, name)} must be a positive integer")
-    if not 0.0 < args.onset_drop <= 1.0:
-        p.error(f"--onset-drop={args.onset_drop:g} must be in (0, 1]: an absolute drop of a metric in [0, 1]")
+    try:
+        check_threshold(args.onset_drop, f"--onset-drop={args.onset_drop:g}")
+    except ValueError as exc:
+        p.error(str(exc))
     for flag, pairs, form in (("pair", args.pair, "READER_A:READER_B"), ("swap", args.swap, "A:B")):
         for pair in pairs:
             if pair.count(":") != 1 or "" in pair.split(":"):

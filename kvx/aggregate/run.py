@@ -141,8 +141,8 @@ def analyse(
         put("separation", separated())
         put("intervention", intervention(rows, options.n_boot, options.seed))
         put("intervention_cohort", intervention_cohort(rows, options.n_boot, options.seed))
-        put("contrast", contrast(rows, validated.contrasts))
         paired = paired_answers(rows)  # each answer metric (Score.metrics) paired source by source
+        put("contrast", contrast(rows, paired, validated.contrasts))
         put("contrast_by_ratio", contrast_by_ratio(rows, paired, validated.contrasts))  # paper Figure 1
         put("onset", onset(rows, paired, options.onset_drop, options.n_boot, options.seed))
         tp = tpbench_rows(rows, validated.cells)  # the TPBench answers, labelled once for every table

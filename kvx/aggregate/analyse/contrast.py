@@ -30,25 +30,24 @@ COLUMNS = [
 ]
 
 
-def _side(group: pd.DataFrame, name: str) -> tuple[int, float, float, float]:
-    full, comp = group.get(f"full_m.{name}"), group.get(f"comp_m.{name}")
-    if full is None or comp is None:
+def _side(means: pd.DataFrame, key: tuple[str, ...], name: str) -> tuple[int, float, float, float]:
+    """n, FullCache mean, compressed mean and share kept of one metric in one cell (0 and NaN: no pair)."""
+    if (*key, name) not in means.index:
         return 0, np.nan, np.nan, np.nan
-    valid = full.notna() & comp.notna()
-    if not valid.any():
-        return 0, np.nan, np.nan, np.nan
-    f, c = float(full[valid].mean()), float(comp[valid].mean())
-    return int(valid.sum()), f, c, (c / f if f > 0 else np.nan)
+    row = means.loc[(*key, name)]
+    return int(row["n"]), float(row["full_mean"]), float(row["comp_mean"]), float(row["kept"])
 
 
-def contrast(rows: pd.DataFrame, pairs: dict[str, dict[str, str]]) -> pd.DataFrame:
-    """One row per cell and declared (anchor, structural) pair of its task; empty without pairs."""
+def contrast(rows: pd.DataFrame, paired: pd.DataFrame, pairs: dict[str, dict[str, str]]) -> pd.DataFrame:
+    """One row per cell and declared (anchor, structural) pair of its task; empty without pairs.
+    ``paired`` is ``answer_metrics.paired_answers(rows)``, whose per-cell means are read here."""
     out = []
+    means = cell_means(paired).set_index([*CELL, "metric"])
     supported = rows[rows["status"] == "supported"]
     for keys, group in supported.groupby(CELL, sort=True):
         for anchor, structural in sorted(pairs.get(keys[0], {}).items()):
-            n_a, a_full, a_comp, a_kept = _side(group, anchor)
-            n_s, s_full, s_comp, s_kept = _side(group, structural)
+            n_a, a_full, a_comp, a_kept = _side(means, keys, anchor)
+            n_s, s_full, s_comp, s_kept = _side(means, keys, structural)
             out.append(
                 dict(zip(CELL, keys, strict=True))
                 | {

@@ -43,10 +43,11 @@ TOLERANCE = 1e-9
 DEFAULT_THRESHOLD = 0.10
 
 
-def check_threshold(threshold: float) -> None:
-    """Answer metrics lie in [0, 1]: a drop threshold outside (0, 1] can never be a reading."""
+def check_threshold(threshold: float, name: str = "onset threshold") -> None:
+    """Answer metrics lie in [0, 1]: a drop threshold outside (0, 1] can never be a reading. ``name`` is
+    how the message calls it (the CLI: the option as typed)."""
     if not 0.0 < threshold <= 1.0:
-        raise ValueError(f"onset threshold must be in (0, 1] (an absolute drop of a metric), got {threshold}")
+        raise ValueError(f"{name} must be in (0, 1] (an absolute drop of a metric), got {threshold:g}")
 
 
 def _order(cells: pd.DataFrame) -> pd.Series:
@@ -79,10 +80,8 @@ def onset(
                 f"{setting} (no compression order)"
                 for setting in group[group["order"].isna()].index.get_level_values("setting")
             ]
+            scan = [((task, reader, compressor, setting), row) for (_, _, setting), row in ordered.iterrows()]
             for metric in metrics:
-                scan = [
-                    ((task, reader, compressor, setting), row) for (_, _, setting), row in ordered.iterrows()
-                ]
                 found = _scan(scan, pairs, metric, cells, threshold)
                 found["skipped"] = "; ".join(found["skipped"] + unordered)
                 if found["onset_setting"] != NONE:

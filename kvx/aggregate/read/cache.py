@@ -90,6 +90,7 @@ def load(entry: Path) -> Any | None:
 
 def store(entry: Path, value: Any) -> str | None:
     """Keep ``value`` at ``entry``; the reason when it could not be written (the aggregate goes on)."""
+    tmp = None
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         data = zlib.compress(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), 1)
@@ -98,9 +99,10 @@ def store(entry: Path, value: Any) -> str | None:
             fh.write(data)
         os.replace(tmp, entry)
     except OSError as exc:
-        with contextlib.suppress(OSError, UnboundLocalError):
-            os.unlink(tmp)
-        return f"validated records not cached at {entry.parent}: {exc}"
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        return f"not cached at {entry.parent}: {exc}"
     return None
 
 

@@ -231,7 +231,9 @@ def validate_batch(batch: Batch) -> Validated:
     if read and batch.store is not None:
         failed = cache.store(batch.store, out)
         if failed is not None:
-            out.notes.append(failed)  # after storing: a later aggregate that loads it did not fail
+            out.notes.append(
+                f"{batch.origin}: validated records {failed}"
+            )  # after storing: a later aggregate that loads it did not fail
     return out
 
 
