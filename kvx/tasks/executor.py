@@ -242,8 +242,7 @@ class Executor:
     ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
-        if isolation not in ISOLATION_MODES:
-            raise ValueError(f"isolation must be one of {ISOLATION_MODES}, got {isolation!r}")
+        _check_mode(isolation)
         self.enabled = enabled
         self.limits = limits
         self.workers = workers
@@ -267,10 +266,14 @@ class Executor:
 
 def isolation_available(isolation: str, python: str = sys.executable) -> tuple[bool, str]:
     """Whether programs can run under ``isolation`` here, and why not: checked before any model loads."""
-    if isolation not in ISOLATION_MODES:
-        raise ValueError(f"isolation must be one of {ISOLATION_MODES}, got {isolation!r}")
+    _check_mode(isolation)
     plan = _plan(python, isolation)
     return (False, plan) if isinstance(plan, str) else (True, "")
+
+
+def _check_mode(isolation: str) -> None:
+    if isolation not in ISOLATION_MODES:
+        raise ValueError(f"isolation must be one of {ISOLATION_MODES}, got {isolation!r}")
 
 
 @dataclass(frozen=True)

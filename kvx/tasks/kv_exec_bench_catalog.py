@@ -24,6 +24,9 @@ HEADER = (
 )
 #: the release's ``TOOL_CALL_MAX_NEW_TOKENS``
 MAX_NEW_TOKENS = 128
+#: the values of every kv-exec-bench option of ``tool_call`` and ``code_exec`` (``catalog``, ``prompt``,
+#: ``scorer``): kvx's own, or the release's
+VARIANTS = ("kvx", "kv_exec_bench")
 
 
 def _obj(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:

@@ -86,10 +86,6 @@ _JSON_TYPES = {"string", "integer", "number", "boolean", "array", "object", "nul
 _BFCL_STRIP = re.compile(r"[ ,./\-_*^]")
 Normalize = Callable[[str], str]
 METRICS = ("json_valid", "name_match", "schema_valid", "args_exact", "name_substring")
-#: ``task.scorer``: kvx's nested metrics, or kv-exec-bench's as released (:func:`evaluate_kv_exec_bench`)
-SCORERS = ("kvx", "kv_exec_bench")
-#: ``task.catalog`` (with ``source=builtin``): kvx's 12 tools / 24 requests, or the paper's 12 / 9
-CATALOGS = ("kvx", "kv_exec_bench")
 
 
 # ---------------------------------------------------------------- extraction and comparison
@@ -548,8 +544,10 @@ class ToolCall(Task):
     def __post_init__(self) -> None:
         check_choice("task.source", self.source, ("builtin", "bfcl"))
         check_choice("task.bfcl_category", self.bfcl_category, BFCL_CATEGORIES)
-        check_choice("task.catalog", self.catalog, CATALOGS)
-        check_choice("task.scorer", self.scorer, SCORERS)
+        # catalog (with source=builtin): kvx's 12 tools / 24 requests, or the paper's 12 / 9; scorer: kvx's
+        # nested metrics, or kv-exec-bench's as released (evaluate_kv_exec_bench)
+        check_choice("task.catalog", self.catalog, paper.VARIANTS)
+        check_choice("task.scorer", self.scorer, paper.VARIANTS)
         if self.source == "bfcl" and (self.catalog, self.scorer) != ("kvx", "kvx"):
             raise ConfigError(
                 "task.source=bfcl takes task.catalog=kvx and task.scorer=kvx: kv-exec-bench has no BFCL "
@@ -557,6 +555,8 @@ class ToolCall(Task):
             )
         if self.catalog == "kv_exec_bench":
             self.max_new_tokens = paper.MAX_NEW_TOKENS  # the release's budget
+        # the category's requests, read once for the sources and the manifest (not a field: not config)
+        self._bfcl: tuple[BfclFiles, list[dict[str, Any]], dict[str, str]] | None = None
         if self.source == "bfcl":
             bfcl_files(self.bfcl_category)  # fail at config time, before any model loads
 
@@ -620,8 +620,7 @@ class ToolCall(Task):
         ``context_tokens`` (:func:`bfcl_shards`), each filled with distractors up to the budget.
         Sources come shard by shard, so the engine compresses each catalog once and frees it after its
         last request."""
-        files = bfcl_files(self.bfcl_category)
-        requests, excluded = bfcl_requests(_read_jsonl(files.entries), _read_jsonl(files.answers))
+        files, requests, excluded = self._bfcl_requests()
         if n > len(requests):
             left_out = "; ".join(f"{key}: {why}" for key, why in excluded.items())
             raise ValueError(
@@ -670,8 +669,7 @@ class ToolCall(Task):
         and how many requests are shown a renamed tool (:func:`bfcl_names`); None for the built-in one."""
         if self.source != "bfcl":
             return None
-        files = bfcl_files(self.bfcl_category)
-        requests, excluded = bfcl_requests(_read_jsonl(files.entries), _read_jsonl(files.answers))
+        files, requests, excluded = self._bfcl_requests()
         return {
             "file": str(files.entries),
             "bfcl_version": files.version,
@@ -680,6 +678,13 @@ class ToolCall(Task):
             "excluded": excluded,
             "renamed": sum(request["name"] != request["bfcl_name"] for request in requests),
         }
+
+    def _bfcl_requests(self) -> tuple[BfclFiles, list[dict[str, Any]], dict[str, str]]:
+        """The category's files, its runnable requests and the entries left out (:func:`bfcl_requests`)."""
+        if self._bfcl is None:
+            files = bfcl_files(self.bfcl_category)
+            self._bfcl = (files, *bfcl_requests(_read_jsonl(files.entries), _read_jsonl(files.answers)))
+        return self._bfcl
 
     @staticmethod
     def _source(
