@@ -18,12 +18,13 @@ from kvx.cli.config import GROUPS, choices, instantiate
 from kvx.cli.preflight import check_job, diagnostic_label, diagnostics_of
 from kvx.core.errors import ConfigError
 from kvx.core.identity import digest
-from kvx.core.records import as_dicts, cell_metrics, cost_metrics, dumps
+from kvx.core.records import as_dicts, cell_metrics, cost_metrics, dumps, served_metrics
 from kvx.core.registry import RegistryError, canonical
 from kvx.modeling.heap import PeakMemory
 from kvx.modeling.reader import load_reader, reader_identity
 from kvx.pipeline.cell import Cell
 from kvx.pipeline.engine import Engine
+from kvx.pipeline.served import connect
 from kvx.stores import leases, tracing, tracking
 from kvx.transforms.turns import selection
 
@@ -248,8 +249,13 @@ def _compute(group: list[_CellRun]) -> dict[str, float]:
     """Run the cells of one control split together and finish each; returns the last one's metrics."""
     global FINISHED_HERE
     first = group[0]
-    reader = load_reader(first.names["reader"], first.reader_cfg)
     eng = engine(first.cfg)
+    served = bool(getattr(first.reader_cfg, "served", False))
+    if served:
+        reader = connect(first.names["reader"], first.reader_cfg, eng.responses)
+        requests_before = reader.chat.counts["requests"]
+    else:
+        reader = load_reader(first.names["reader"], first.reader_cfg)
     before = eng.controls.computed
     tracers = [tracing.Tracer(float(c.cfg.tracing.sample), c.lease.run_id) for c in group]
     for c in group:
@@ -261,15 +267,20 @@ def _compute(group: list[_CellRun]) -> dict[str, float]:
     cells, hashes = [c.cell for c in group], [c.chash for c in group]
     # every cell of this split is here: a source's capture is not needed once it is done
     with PeakMemory() as peak:  # the split's cells run together: one peak for all of them
-        results = eng.run_cells(cells, reader, progress, hashes, tracers, resume, release=True)
+        if served:
+            results = eng.run_served(cells, reader, progress, hashes)
+        else:
+            results = eng.run_cells(cells, reader, progress, hashes, tracers, resume, release=True)
     computed = eng.controls.computed - before
     metrics: dict[str, float] = {}
     for i, (cell_run, records, tracer) in enumerate(zip(group, results, tracers)):
         tracer.flush()
         rows = as_dicts(records)
-        metrics = {**cell_metrics(rows), **cost_metrics(rows)}
+        metrics = {**cell_metrics(rows), **cost_metrics(rows), **served_metrics(rows)}
         metrics["peak_rss_mib"] = peak.bytes / 2**20
         metrics["controls_computed"] = computed if i == 0 else 0  # the split's controls, counted once
+        if served:  # requests the group's cells sent together, counted once
+            metrics["requests_sent"] = reader.chat.counts["requests"] - requests_before if i == 0 else 0
         metrics["traced_sources"] = tracer.traced
         metrics["resumed_sources"] = eng.resumed.pop(cell_run.identity.id, 0)
         decodes = eng.decodes.pop(cell_run.identity.id, {})

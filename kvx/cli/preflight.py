@@ -126,6 +126,7 @@ def check_jobs(config_dir: str, config_name: str, jobs: Sequence[list[str]]) -> 
 
     bases: dict[tuple[str, ...], DictConfig] = {}
     uris: set[str] = set()
+    served: dict[str, Any] = {}
     with initialize_config_dir(config_dir=config_dir, version_base="1.3", job_name="kvx"):
         for job in jobs:
             parsed = _parse(job)
@@ -139,8 +140,13 @@ def check_jobs(config_dir: str, config_name: str, jobs: Sequence[list[str]]) -> 
             cfg = _apply(bases[groups], values)
             check_job(cfg)
             uris.add(tracking_uri(cfg))
+            reader = _instantiate(cfg, "reader")
+            if hasattr(reader, "preflight"):  # a served reader: its server, once per configuration
+                served[repr(reader)] = reader
     for uri in sorted(uris):
         check_reachable(uri)
+    for reader in served.values():
+        reader.preflight()
 
 
 def check_job(cfg: DictConfig) -> None:

@@ -33,6 +33,8 @@ class Compressor(ABC):
     """Base class for ``kvx.compressors`` plugins."""
 
     fast_path: ClassVar[bool] = False
+    #: True for the FullCache itself: the one compressor a served reader (no cache in this process) runs
+    keeps_everything: ClassVar[bool] = False
     #: a registered attention implementation the reader must switch to while this compressor runs
     attn_implementation: ClassVar[str | None] = None
     #: decode positions continue from the compressed cache length (key re-rotation), not the original

@@ -21,6 +21,7 @@ class NoCompression(Compressor):
     """Keep every entry. With ``press=none`` a cell reports the control itself (no pairs)."""
 
     fast_path: ClassVar[bool] = True
+    keeps_everything: ClassVar[bool] = True
 
     def setting_spec(self, ratio: float, budget_tokens: int | None) -> SettingSpec:
         return SettingSpec("none", None)  # keeps everything whatever is asked: one cell

@@ -34,6 +34,9 @@ def digest(payload: Any, length: int = 16) -> str:
 #: ``dataclasses.field(metadata=WHEN_SET)``: a field added to a plugin after stores exist, left out of
 #: the identity while it holds its default, so the cells that never set it keep their ids and controls
 WHEN_SET = {"identity": "when_set"}
+#: ``dataclasses.field(metadata=NEVER)``: a field that cannot change an answer (a timeout, a rate limit,
+#: the name of a key's variable): never part of the identity
+NEVER = {"identity": "never"}
 
 
 def fields_of(obj: Any) -> dict[str, Any]:
@@ -45,6 +48,7 @@ def fields_of(obj: Any) -> dict[str, Any]:
         f.name: getattr(obj, f.name)
         for f in dataclasses.fields(obj)
         if not f.name.startswith("_")
+        and f.metadata.get("identity") != "never"
         and not (f.metadata.get("identity") == "when_set" and getattr(obj, f.name) == f.default)
     }
 

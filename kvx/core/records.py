@@ -84,10 +84,14 @@ class Answer:
     #: what it cost (``kvx.modeling.costs``): KV bytes held when decoding started, timings; measured, so
     #: never part of an identity or a validation check; None for external and older records
     cost: dict[str, Any] | None = None
+    #: an answer from a served model (``reader=openai``): endpoint, served model, fingerprint, tokens, money
+    served: dict[str, Any] | None = None
+    #: judge name -> its judgment of this answer (``kvx.judges``), beside the task's own score
+    judgments: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
-        for name in ("metrics", "details", "cost"):  # tasks without them write none
+        for name in ("metrics", "details", "cost", "served", "judgments"):  # tasks without them write none
             if not out[name]:
                 del out[name]
         return out
@@ -262,6 +266,30 @@ def cost_metrics(records: list[dict[str, Any]]) -> dict[str, float]:
     shares = [share for share in shares if share is not None]
     if shares:
         out["retained_share_nominal"] = float(statistics.median(shares))
+    return out
+
+
+def served_metrics(records: list[dict[str, Any]]) -> dict[str, float]:
+    """What a served reader's answers cost (``Answer.served``): prompt and completion tokens and money,
+    summed per side over the answers that report them (never imputed), answers replayed from the
+    response cache against those requested, retries, and how many system fingerprints answered (more
+    than one: the hosted model changed under its name during the cell)."""
+    out: dict[str, float] = {}
+    fingerprints: set[str] = set()
+    for side, prefix in (("compressed", ""), ("full", "full_")):
+        served = [r[side]["served"] for r in records if (r.get(side) or {}).get("served")]
+        if not served:
+            continue
+        for name in ("prompt_tokens", "completion_tokens", "price"):
+            values = [s[name] for s in served if s.get(name) is not None]
+            if values:
+                out[f"{prefix}{name}"] = float(sum(values))
+        out[f"{prefix}answers_cached"] = float(sum(bool(s.get("cached")) for s in served))
+        out[f"{prefix}answers_requested"] = float(sum(not s.get("cached") for s in served))
+        out[f"{prefix}retries"] = float(sum(int(s.get("retries") or 0) for s in served))
+        fingerprints |= {s["system_fingerprint"] for s in served if s.get("system_fingerprint")}
+    if out:
+        out["n_system_fingerprints"] = float(len(fingerprints))
     return out
 
 

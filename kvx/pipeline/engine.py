@@ -29,6 +29,7 @@ from kvx.modeling.heap import trim_memory
 from kvx.modeling.reader import LoadedReader
 from kvx.pipeline.cell import Cell, Member, Plan
 from kvx.pipeline.control import Controls
+from kvx.pipeline.served import ServedReader, run_served
 from kvx.pipeline.source import Stages, run_source
 from kvx.stores.artifacts import ArtifactStore
 from kvx.stores.controls import ControlStore
@@ -43,6 +44,9 @@ class Engine:
         self, outputs_dir: Path, capture_cache_bytes: int, memo_bytes: int = 2**30, decode_budget: int = 0
     ) -> None:
         attention.register()
+        self.responses = (
+            outputs_dir / "responses"
+        )  # served readers' replies, by request (kvx.modeling.endpoint)
         self.controls = ControlStore(outputs_dir / "controls")
         self.partial = outputs_dir / "partial"  # spooled records of cells in progress (kvx.stores.spool)
         self.resumed: Counter[str] = Counter()  # per cell id: records reused from its spool
@@ -147,6 +151,38 @@ class Engine:
                     out[c].append(done[c])
         for spool in spools:
             spool.remove()  # complete: the caller holds every record now
+        return out
+
+    def run_served(
+        self,
+        cells: list[Cell],
+        reader: ServedReader,
+        progress: bool = True,
+        config_hashes: list[str | None] | None = None,
+    ) -> list[list[Record]]:
+        """Every cell's records on a served reader (``kvx.pipeline.served``), a split at a time; what
+        a stopped run had asked is replayed from the response cache."""
+        hashes = config_hashes or [None] * len(cells)
+        plans = [Plan.of(c, reader, h) for c, h in zip(cells, hashes)]  # type: ignore[arg-type]
+        out: list[list[Record]] = [[] for _ in cells]
+        groups: dict[str, list[int]] = {}
+        for i, plan in enumerate(plans):
+            groups.setdefault(plan.identity.split, []).append(i)
+        for members in groups.values():
+            sources = self.sources(cells[members[0]], reader)  # type: ignore[arg-type]
+            done = run_served(
+                [cells[c] for c in members],
+                [plans[c] for c in members],
+                sources,
+                reader,
+                self.stages.artifacts,
+                self.controls,
+                progress,
+            )
+            for c, records in zip(members, done):
+                for record in records:
+                    validate(record.to_dict())
+                out[c] = records
         return out
 
     def _traced(self, member: Member, reader: LoadedReader, source: Source) -> Record:
