@@ -201,9 +201,11 @@ def _open(
         if parent:  # the sweep counts it as one of its finished jobs
             client.set_tag(parent, f"{tracking.REUSED}{identity.id}", done.info.run_id)
         return dict(done.data.metrics)
+    replaced = None  # the sweep whose cell this run replaces: its job is done by this run
     if done is not None:  # one setting is one cell: the new run replaces the old one
         log.info("recompute %s: replacing run %s (%s)", name, done.info.run_id, stale)
         client.delete_run(done.info.run_id)
+        replaced = done.data.tags.get(tracking.MLFLOW_PARENT)
     tags = {
         tracking.ROLE: "cell",
         tracking.CELL_ID: identity.id,
@@ -233,6 +235,7 @@ def _open(
         return dict(lease.finished.data.metrics)
     cell_run = _CellRun(cfg, typed, parent, cell, reader_cfg, names, identity, chash, client, exp_id, name)
     cell_run.lease = lease
+    cell_run.replaced = replaced if replaced != parent else None
     try:
         params = {**identity.flat(), **{f"choices.{g}": v for g, v in typed.items()}}
         params.update(ratio=cfg.ratio, budget_tokens=cfg.budget_tokens, diagnostics=diagnostics)
@@ -308,6 +311,7 @@ class _CellRun:
     exp_id: str
     name: str
     lease: leases.Claim | None = None
+    replaced: str | None = None  # the earlier sweep whose run of this cell this one replaces
 
     @property
     def reader_key(self) -> str:
@@ -340,6 +344,8 @@ class _CellRun:
             raise
         if kept != run_id and self.parent:  # another worker finished it first: this sweep counts that run
             client.set_tag(self.parent, f"{tracking.REUSED}{self.identity.id}", kept)
+        if self.replaced:  # the earlier sweep's job of this cell is this run now
+            client.set_tag(self.replaced, f"{tracking.REUSED}{self.identity.id}", kept)
 
     def report(self, exc: BaseException) -> None:
         """A config error or a full disk: one ``kvx:`` line and an exit status."""
@@ -400,7 +406,15 @@ def _log_control(
         for r in records
         if r["full"]
     ]
-    if not controls or tracking.finished_run_with(client, exp_id, tracking.CONTROL_KEY, split):
+    if not controls:
+        return
+    finished = [
+        r
+        for r in tracking.runs_with_tag(client, exp_id, tracking.CONTROL_KEY, split)
+        if r.info.status == "FINISHED"
+    ]
+    if finished:
+        _supplement_controls(client, exp_id, split, parent, run_name, controls, finished)
         return
     tags = {tracking.ROLE: "control", tracking.CONTROL_KEY: split, **tracking.provenance_tags()}
     if parent:
@@ -422,3 +436,37 @@ def _log_control(
         client.log_metric(run_id, "n_sources", len(controls))
         client.log_text(run_id, dumps(controls), "controls.jsonl")
         lease.finish()
+
+
+def _supplement_controls(
+    client: Any,
+    exp_id: str,
+    split: str,
+    parent: str | None,
+    run_name: str,
+    controls: list[dict],
+    ledgers: list,
+) -> None:
+    """A control group's ledger gains the controls a later cell computed that it lacks (a source whose
+    control failed, e.g. a served reader's server was down, and a rerun answered): one more ledger run
+    for the group holding only those. The aggregate reads a group's ledgers as one."""
+    if sum(r.data.metrics.get("n_sources", 0) for r in ledgers) >= len(controls):
+        return
+    import tempfile
+
+    have: set[str] = set()
+    with tempfile.TemporaryDirectory() as folder:
+        for run in ledgers:
+            path = client.download_artifacts(run.info.run_id, "controls.jsonl", folder)
+            have |= {json.loads(line)["source_id"] for line in Path(path).read_text().splitlines() if line}
+    missing = [c for c in controls if c["source_id"] not in have]
+    if not missing:
+        return
+    tags = {tracking.ROLE: "control", tracking.CONTROL_KEY: split, **tracking.provenance_tags()}
+    if parent:
+        tags[tracking.MLFLOW_PARENT] = parent
+    run_id = client.create_run(exp_id, run_name=f"{run_name} (+{len(missing)})", tags=tags).info.run_id
+    client.log_param(run_id, "compressor", "none (FullCache control)")
+    client.log_metric(run_id, "n_sources", len(missing))
+    client.log_text(run_id, dumps(missing), "controls.jsonl")
+    client.set_terminated(run_id, "FINISHED")

@@ -145,6 +145,8 @@ class Endpoint:
         if self._client is None:
             from openai import OpenAI
 
+            _quiet()
+
             key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
             self._client = OpenAI(
                 base_url=self.base_url,
@@ -293,6 +295,7 @@ def served_models(base_url: str, api_key_env: str | None, timeout_s: float = 5.0
     nothing answers (the preflight's check, before any model loads)."""
     import httpx
 
+    _quiet()
     headers = {}
     key = os.environ.get(api_key_env, "") if api_key_env else ""
     if key:
@@ -313,3 +316,11 @@ def served_models(base_url: str, api_key_env: str | None, timeout_s: float = 5.0
     except (ValueError, AttributeError):
         return []
     return [m for m in data if isinstance(m, dict)]
+
+
+def _quiet() -> None:
+    """The HTTP clients' one INFO line per request would drown the sweep's own log."""
+    import logging
+
+    for name in ("httpx", "httpx2", "openai"):
+        logging.getLogger(name).setLevel(logging.WARNING)
