@@ -147,6 +147,36 @@ def test_fullcache_bytes_come_from_any_cell_whose_control_has_them(tmp_path: Pat
     assert (full.n_bytes, full.bytes_ratio, full.full_kv_mib_median) == (2, 1.0, 4.0)
 
 
+def test_served_answers_cost_tokens_and_money_summed_beside_the_bytes(tmp_path: Path) -> None:
+    """Two served sources: prompt tokens 100 + 300, completion 10 + 20, money 0.5 + 1.5; a third reports
+    no usage (null tokens, no price): left out of the sums, never counted as 0. FullCache sums its
+    controls: 200 + 400 + 0 prompt tokens."""
+
+    def served(prompt: int | None, completion: int | None, price: float | None) -> dict:
+        return {"endpoint": "http://127.0.0.1:8000/v1", "model": "m", "prompt_tokens": prompt,
+                "completion_tokens": completion, "price": price, "cached": False}  # fmt: skip
+
+    records = []
+    for source, comp, full in (
+        ("s0", served(100, 10, 0.5), served(200, 12, 1.0)),
+        ("s1", served(300, 20, 1.5), served(400, 14, 2.0)),
+        ("s2", served(None, None, None), served(None, None, None)),
+    ):
+        record = rec(source=source)
+        record["compressed"]["served"], record["full"]["served"] = comp, full
+        for side in ("compressed", "full"):
+            record[side]["token_ids"] = None  # an endpoint returns text
+        records.append(record)
+    costs = run(write(tmp_path, records)).tables["costs"]
+    row = cost_row(costs, "snapkv")
+    assert (row.prompt_tokens_sum, row.completion_tokens_sum, row.price_sum) == (400.0, 30.0, 2.0)
+    full = cost_row(costs, "FullCache", "")
+    assert (full.prompt_tokens_sum, full.completion_tokens_sum, full.price_sum) == (600.0, 26.0, 3.0)
+    assert row.n_bytes == 0 and math.isnan(row.bytes_ratio)  # no KV bytes through an endpoint
+    bare = cost_row(run(write(tmp_path / "old", [rec()])).tables["costs"], "snapkv")
+    assert math.isnan(bare.prompt_tokens_sum) and math.isnan(bare.price_sum)  # older records: NaN
+
+
 # ---------------------------------------------------------------------------------- the frontier
 
 

@@ -408,3 +408,22 @@ def test_a_panel_of_an_in_process_and_a_served_reader_passes_the_fixed_artifact_
     panel = audit_panel(tmp_path, tmp_path / "agg")
     assert (panel["n_readers"] == 2).all() and (panel["n_rows"] == 4).all()
     assert (panel["artifact_check"] == "identical text artifact").all()
+
+
+def test_the_summary_transform_compresses_through_a_served_model(server) -> None:
+    from kvx.core.source import Segment, Source
+    from kvx.transforms.summary import Summary
+
+    base, model = server
+    source = Source.from_segments(
+        [Segment("p1", "Paris is in France.", role="passage"), Segment("p2", "Rome is in Italy.", role="passage")],
+        "\n\n",
+        id="s",
+        question="Where is Paris?",
+        answers=("France",),
+    )
+    summary = Summary(reader="openai", max_new_tokens=8, reader_fields={"base_url": base, "model": model})
+    summary.validate()
+    (segment,) = summary.apply(source)
+    assert segment.role == "passage" and segment.title == "Summary"
+    assert segment.text == summary.apply(source)[0].text  # greedy on the server: the same summary

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kvx.core.errors import ConfigError
 from kvx.core.registry import RegistryError
 from kvx.core.source import Segment, Source
 from kvx.transforms.summary import Summary
@@ -39,3 +40,15 @@ def test_bad_fields():
         Summary(reader="smolm2").validate()
     with pytest.raises(ValueError, match="transform.max_new_tokens"):
         Summary(max_new_tokens=0).validate()
+
+
+def test_a_served_compressor_is_checked_before_anything_loads_and_keeps_old_identities() -> None:
+    from kvx.core.identity import fields_of
+
+    assert "reader_fields" not in fields_of(Summary(reader="tiny"))  # summary cells keep their ids
+    fields = {"base_url": "http://127.0.0.1:9/v1", "model": "m"}
+    assert fields_of(Summary(reader="openai", reader_fields=fields))["reader_fields"] == fields
+    with pytest.raises(ConfigError, match="nothing answers at http://127.0.0.1:9/v1"):
+        Summary(reader="openai", reader_fields=fields).validate()
+    with pytest.raises(ConfigError, match="transform.reader_fields=.*unexpected keyword argument 'modle'"):
+        Summary(reader="openai", reader_fields={"modle": "m"}).validate()

@@ -49,8 +49,15 @@ def fields_of(obj: Any) -> dict[str, Any]:
         for f in dataclasses.fields(obj)
         if not f.name.startswith("_")
         and f.metadata.get("identity") != "never"
-        and not (f.metadata.get("identity") == "when_set" and getattr(obj, f.name) == f.default)
+        and not (f.metadata.get("identity") == "when_set" and getattr(obj, f.name) == _default(f))
     }
+
+
+def _default(f: dataclasses.Field) -> Any:
+    """A field's default, from its factory when it has one."""
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
 
 
 @dataclass(frozen=True)

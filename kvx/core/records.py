@@ -237,6 +237,8 @@ def dumps(records: Iterable[Record | dict[str, Any]]) -> str:
 #: the ``Answer.cost`` fields of any answer (``kvx.modeling.costs``), and those only a compressed one has
 ANSWER_COSTS = ("kv_bytes", "masked_share", "question_ms", "decode_ms_per_token", "new_tokens", "decode_rows")
 COMPRESSION_COSTS = ("compress_s", "prefill_s", "decode_batches")
+#: what a served reader's answer cost (``Answer.served``): tokens as the server billed them, and money
+SERVED_COSTS = ("prompt_tokens", "completion_tokens", "price")
 
 
 def cost_metrics(records: list[dict[str, Any]]) -> dict[str, float]:

@@ -171,7 +171,20 @@ def run_served(
     for records in out:
         for record in records:
             record.seconds = seconds
+        _mark_fingerprints(records)
     return out
+
+
+def _mark_fingerprints(records: list[Record]) -> None:
+    """A hosted model can change under its name: when a cell's answers came from more than one system
+    fingerprint, every answer of the cell lists them all (``served.cell_fingerprints``)."""
+    answers = [a for r in records for a in (r.full, r.compressed) if a is not None and a.served]
+    seen = sorted(
+        {str(a.served["system_fingerprint"]) for a in answers if a.served.get("system_fingerprint")}
+    )
+    if len(seen) > 1:
+        for answer in answers:
+            answer.served = {**answer.served, "cell_fingerprints": seen}
 
 
 def _bind(cell: Cell, reader: ServedReader) -> str | None:

@@ -6,6 +6,9 @@ zeros and residuals, AdaKV and ThinK mask or zero entries that stay in memory. T
 weighs as much as the memory it takes. Timings are shown as medians and never used to identify or
 validate anything: on a shared machine they are noisy, and only ratios within one run compare.
 Records without a ``cost`` (older or external ones) leave every cost column NaN, never imputed.
+A served reader's answers hold no KV cache here: their cost is the tokens the server billed and the
+money the reader's price table gives, summed per row beside the bytes (``*_sum``; NaN where no record
+reports them).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from kvx.aggregate.analyse.matrix import CELL, POOL_KEYS, controls, levels
-from kvx.core.records import ANSWER_COSTS, COMPRESSION_COSTS
+from kvx.core.records import ANSWER_COSTS, COMPRESSION_COSTS, SERVED_COSTS
 
 MIB = 2**20
 FULLCACHE = "FullCache"
@@ -43,6 +46,7 @@ COLUMNS = [
     *MEDIANS,
     "accuracy",
     "cw_rate",
+    *(f"{name}_sum" for name in SERVED_COSTS),
 ]
 #: frontier metric -> +1 when higher is better, -1 when lower is
 FRONTIER_METRICS = {"accuracy": 1.0, "cw_rate": -1.0}
@@ -68,7 +72,8 @@ def costs(rows: pd.DataFrame, matrix: pd.DataFrame) -> pd.DataFrame:
     """One row per row of ``matrix`` (same level and cell, same order): the nominal retained share, the
     measured bytes ratio over ``n_bytes`` records, cost medians over supported records (FullCache rows:
     over their controls, one per source, bytes ratio 1) and the matrix's own accuracy and C→W rate."""
-    sides = [*(f"full_{name}" for name in ANSWER_COSTS), *(f"comp_{name}" for name in ANSWER_COSTS)]
+    names = ANSWER_COSTS + SERVED_COSTS
+    sides = [*(f"full_{name}" for name in names), *(f"comp_{name}" for name in names)]
     needed = [*CELL, *POOL_KEYS, "status", "unit", "full_correct", "retained_share", *sides]
     rows = rows[needed + [f"comp_{name}" for name in COMPRESSION_COSTS]]  # levels relabel copies
     parts = []
@@ -114,8 +119,15 @@ def _compressed(frame: pd.DataFrame) -> pd.DataFrame:
     sums = sums.groupby(CELL, sort=True).sum()
     sums["bytes_ratio"] = sums.pop("comp") / sums.pop("full").where(lambda s: s > 0)
     out = frame.groupby(CELL, sort=True)[["retained_share"]].first()
-    out = out.join(sums).join(_medians(supported, CELL, 0))
+    out = out.join(sums).join(_medians(supported, CELL, 0)).join(_served(supported, CELL, "comp_"))
     return out.reset_index()
+
+
+def _served(frame: pd.DataFrame, keys: list[str], prefix: str) -> pd.DataFrame:
+    """Tokens and money per group, summed over the answers that report them (NaN where none does)."""
+    columns = {f"{name}_sum": frame[f"{prefix}{name}"] for name in SERVED_COSTS}
+    data = pd.DataFrame({**{k: frame[k] for k in keys}, **columns})
+    return data.groupby(keys, sort=True).sum(min_count=1)
 
 
 def _fullcache(frame: pd.DataFrame) -> pd.DataFrame:
@@ -125,6 +137,7 @@ def _fullcache(frame: pd.DataFrame) -> pd.DataFrame:
     ctl = controls(frame.sort_values("full_kv_bytes", na_position="last", kind="stable"))
     keys = ["task", "reader"]
     out = _medians(ctl, keys, 1).join(ctl.groupby(keys, sort=True)["full_kv_bytes"].count().rename("n_bytes"))
+    out = out.join(_served(ctl, keys, "full_"))
     out["bytes_ratio"] = np.where(out["n_bytes"] > 0, 1.0, np.nan)
     out["retained_share"] = 1.0
     out = out.reset_index()

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kvx.core.records import ANSWER_COSTS, COMPRESSION_COSTS
+from kvx.core.records import ANSWER_COSTS, COMPRESSION_COSTS, SERVED_COSTS
 from kvx.diagnostics.categories import READS, categorize, category_row
 
 VALID = ("measured", "projected", "structural")
@@ -232,6 +232,9 @@ def project(
         cost = answer.get("cost") or {}  # absent in older and external records: NaN, never imputed
         for name in fields:
             row[f"{prefix}{name}"] = _number(cost.get(name))
+        served = answer.get("served") or {}  # a served reader's tokens and money; NaN elsewhere
+        for name in SERVED_COSTS:
+            row[f"{prefix}{name}"] = _number(served.get(name))
         for name, value in (answer.get("metrics") or {}).items():
             row[f"{prefix}m.{name}"] = _number(value)
         for name, value in (answer.get("details") or {}).items():
