@@ -416,7 +416,10 @@ def test_the_summary_transform_compresses_through_a_served_model(server) -> None
 
     base, model = server
     source = Source.from_segments(
-        [Segment("p1", "Paris is in France.", role="passage"), Segment("p2", "Rome is in Italy.", role="passage")],
+        [
+            Segment(f"p{i}", text, role="passage")
+            for i, text in enumerate(["Paris is in France.", "Rome is in Italy."])
+        ],
         "\n\n",
         id="s",
         question="Where is Paris?",
