@@ -69,7 +69,7 @@ class Summary(Transform):
         from kvx.modeling.generation import greedy_decode
 
         loaded = self._reader()
-        if not hasattr(loaded, "model"):  # a served compressor: one chat request
+        if hasattr(loaded, "complete"):  # a served compressor (a chat model): one chat request
             from kvx.modeling.chat import ChatRequest
 
             text = f"{INSTRUCTION}\n\n{documents}\n\nQuestion: {question}\nSummary:"
