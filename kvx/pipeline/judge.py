@@ -22,7 +22,7 @@ from typing import Any
 from kvx.core.identity import digest
 from kvx.core.records import Answer, Record, metric_key
 from kvx.core.source import Source
-from kvx.judges.base import UNCERTAIN, Judge, Judgment, ModelJudge
+from kvx.judges.base import UNCERTAIN, Judge, Judgment
 from kvx.modeling.chat import ChatModel, ChatRequest, LocalChat
 from kvx.modeling.reader import build_reader, reader_identity
 
@@ -33,9 +33,9 @@ _MODELS: dict[str, ChatModel] = {}
 def judge_model(judge: Judge, outputs_dir: Path) -> tuple[ChatModel | None, dict[str, Any] | None]:
     """The judge's chat model and its identity (None, None for a rule judge). A served reader's fields
     are validated and its endpoint built; another reader is loaded once per process."""
-    if not isinstance(judge, ModelJudge):
+    if not judge.uses_model:
         return None, None
-    config = judge.model_config()
+    config = judge.model_config()  # type: ignore[attr-defined]
     identity = reader_identity(judge.reader, config)
     if getattr(type(config), "served", False):
         return config.endpoint(outputs_dir / "responses"), identity
@@ -75,11 +75,11 @@ def judge_records(
             why = judge.applies(source)
             if why is not None:
                 _put(answer, name, Judgment.not_applicable(why), identity)
-            elif not isinstance(judge, ModelJudge):
+            elif not judge.uses_model:
                 _put(answer, name, _safely(judge.decide, source, judge.candidate(answer)), identity)
             else:
                 try:
-                    request = judge.request(source, judge.candidate(answer))
+                    request = judge.request(source, judge.candidate(answer))  # type: ignore[attr-defined]
                 except Exception as exc:  # a plugin's bug on one source: recorded, the others go on
                     _put(answer, name, Judgment.failed(f"building the request: {_message(exc)}"), identity)
                     continue
@@ -94,7 +94,7 @@ def judge_records(
         if isinstance(reply, Exception):
             judgment, served = Judgment.failed(_message(reply)), None
         else:
-            judgment = _safely(judge.parse, reply.text)
+            judgment = _safely(judge.parse, reply.text)  # type: ignore[attr-defined]
             served = dict(reply.served) if "endpoint" in reply.served else None  # an endpoint's facts
         for answer, identity in waiting[request]:
             _put(answer, name, dataclasses.replace(judgment, served=served), identity)
