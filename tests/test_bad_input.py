@@ -76,6 +76,9 @@ def _fails(tmp_path: Path, start_s: float, args: list[str], expected: str, **env
         (["task=tpbench_p2", "transform=delete_turns", "transform.which=all"], "transform.which='all'"),
         (["-m", "press=snapkv", "press.window_size=16,-1"], "press.window_size=-1"),
         (["press=snapkv", "press.window_size=16,32"], "add -m"),
+        (["judge=tpbench_p1", "judge.reader=tinyy"], "Did you mean 'tiny'"),
+        (["judge=longmemeval", "judge.reader=tiny", "judge.max_tokens=0"], "judge.max_tokens=0"),
+        (["judge=tpbench_p1", "+judge.reader_fields.modle=x"], "did you mean 'model'"),
     ],
 )
 def test_bad_value(tmp_path: Path, start_s: float, args: list[str], expected: str) -> None:
@@ -95,6 +98,7 @@ def test_unknown_key_lists_the_valid_ones(tmp_path: Path, start_s: float, arg: s
         ("diagnostics=[bogus]", "Unknown diagnostic 'bogus'"),
         ("diagnostics=[coverag]", "Did you mean 'coverage'"),
         ("turn_selector=recncy", "Did you mean 'recency'"),
+        ("judge=tpbench_pl", "Did you mean 'tpbench_p1'"),
     ],
 )
 def test_unknown_name(tmp_path: Path, start_s: float, arg: str, expected: str) -> None:

@@ -21,6 +21,7 @@ from kvx.aggregate.analyse.contrast import contrast, contrast_by_ratio
 from kvx.aggregate.analyse.cost_frontier import costs, frontier
 from kvx.aggregate.analyse.intervention import intervention
 from kvx.aggregate.analyse.intervention_cohort import intervention_cohort
+from kvx.aggregate.analyse.judges import agreement, judge_names
 from kvx.aggregate.analyse.kvdiagnosis_release import kvdiagnosis_release_tables
 from kvx.aggregate.analyse.kvdiagnosis_tables import kvdiagnosis_tables
 from kvx.aggregate.analyse.matched import matched
@@ -131,6 +132,8 @@ def analyse(
         put("matched", matched(rows, metrics))  # first: its one small-multiples figure takes longest
         by_cell = matrix(rows)
         put("matrix", with_varying(by_cell, rows, validated.cells, keys))
+        if judge_names(rows):  # each judge against the task's scorer: confusion table and Cohen's kappa
+            put("judge_agreement", agreement(rows))
         cost = costs(rows, by_cell)
         put("costs", with_varying(cost, rows, validated.cells, keys))
         put("frontier", frontier(cost))

@@ -24,6 +24,7 @@ from kvx.modeling.heap import PeakMemory
 from kvx.modeling.reader import load_reader, reader_identity
 from kvx.pipeline.cell import Cell
 from kvx.pipeline.engine import Engine
+from kvx.pipeline.judge import judge_cells, judge_metrics
 from kvx.pipeline.served import connect
 from kvx.stores import leases, tracing, tracking
 from kvx.transforms.turns import selection
@@ -184,6 +185,7 @@ def _open(
         print(f"kvx: {exc}", file=sys.stderr)
         sys.exit(2)
     diagnostics = ",".join(diagnostic_label(name, d) for name, d in cell.diagnostics)
+    judge = instantiate(cfg, "judge").label(names["judge"])
     chash = digest({"cell": identity.id, "diagnostics": diagnostics})
     client, exp_id = tracking.ensure_experiment(cfg)
     reader_label = reader_cfg.label(names["reader"])
@@ -196,6 +198,8 @@ def _open(
         stale = f"{done.data.metrics['n_error']:.0f} error records"
     elif done is not None and done.data.tags.get(tracking.DIAGNOSTICS, "") != diagnostics:
         stale = f"diagnostics were [{done.data.tags.get(tracking.DIAGNOSTICS, '')}], now [{diagnostics}]"
+    elif done is not None and done.data.tags.get(tracking.JUDGE, "none") != judge:
+        stale = f"judge was {done.data.tags.get(tracking.JUDGE, 'none')}, now {judge}"
     if done is not None and stale is None:
         log.info("skip %s: finished run %s is cell %s", name, done.info.run_id, identity.id)
         if parent:  # the sweep counts it as one of its finished jobs
@@ -211,6 +215,7 @@ def _open(
         tracking.CELL_ID: identity.id,
         tracking.CONFIG_HASH: chash,
         tracking.DIAGNOSTICS: diagnostics,
+        tracking.JUDGE: judge,
         **tracking.provenance_tags(),
     }
     if parent:
@@ -238,7 +243,7 @@ def _open(
     cell_run.replaced = replaced if replaced != parent else None
     try:
         params = {**identity.flat(), **{f"choices.{g}": v for g, v in typed.items()}}
-        params.update(ratio=cfg.ratio, budget_tokens=cfg.budget_tokens, diagnostics=diagnostics)
+        params.update(ratio=cfg.ratio, budget_tokens=cfg.budget_tokens, diagnostics=diagnostics, judge=judge)
         items = sorted((k, str(v)[:500]) for k, v in params.items())
         for i in range(0, len(items), 90):
             client.log_batch(lease.run_id, params=_params(items[i : i + 90]))
@@ -275,11 +280,16 @@ def _compute(group: list[_CellRun]) -> dict[str, float]:
         else:
             results = eng.run_cells(cells, reader, progress, hashes, tracers, resume, release=True)
     computed = eng.controls.computed - before
+    jobs = [(c.names["judge"], instantiate(c.cfg, "judge"), r) for c, r in zip(group, results, strict=True)]
+    jobs = [job for job in jobs if not job[1].identity]
+    if jobs:  # before the records are logged: they hold the judgments
+        judge_cells(jobs, eng.sources(first.cell, reader), Path(str(first.cfg.outputs_dir)), progress)
     metrics: dict[str, float] = {}
     for i, (cell_run, records, tracer) in enumerate(zip(group, results, tracers)):
         tracer.flush()
         rows = as_dicts(records)
         metrics = {**cell_metrics(rows), **cost_metrics(rows), **served_metrics(rows)}
+        metrics.update(judge_metrics(rows, cell_run.names["judge"]))
         metrics["peak_rss_mib"] = peak.bytes / 2**20
         metrics["controls_computed"] = computed if i == 0 else 0  # the split's controls, counted once
         if served:  # requests the group's cells sent together, counted once

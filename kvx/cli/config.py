@@ -25,6 +25,7 @@ GROUPS = {
     "press": "compressor",
     "transform": "transform",
     "turn_selector": "turn_selector",
+    "judge": "judge",
 }
 
 

@@ -126,7 +126,7 @@ def check_jobs(config_dir: str, config_name: str, jobs: Sequence[list[str]]) -> 
 
     bases: dict[tuple[str, ...], DictConfig] = {}
     uris: set[str] = set()
-    served: dict[str, Any] = {}
+    served: dict[str, tuple[str, Any]] = {}
     with initialize_config_dir(config_dir=config_dir, version_base="1.3", job_name="kvx"):
         for job in jobs:
             parsed = _parse(job)
@@ -140,13 +140,17 @@ def check_jobs(config_dir: str, config_name: str, jobs: Sequence[list[str]]) -> 
             cfg = _apply(bases[groups], values)
             check_job(cfg)
             uris.add(tracking_uri(cfg))
-            reader = _instantiate(cfg, "reader")
-            if hasattr(reader, "preflight"):  # a served reader: its server, once per configuration
-                served[repr(reader)] = reader
+            judging = getattr(_instantiate(cfg, "judge"), "model_config", None) if "judge" in cfg else None
+            for where, model in (("", _instantiate(cfg, "reader")), ("judge: ", judging and judging())):
+                if hasattr(model, "preflight"):  # a served reader or judge model: its server, once each
+                    served[repr(model)] = (where, model)
     for uri in sorted(uris):
         check_reachable(uri)
-    for reader in served.values():
-        reader.preflight()
+    for where, model in served.values():
+        try:
+            model.preflight()
+        except ConfigError as exc:
+            raise ConfigError(f"{where}{exc}") from None
 
 
 def check_job(cfg: DictConfig) -> None:
@@ -268,6 +272,8 @@ def check_known(base: DictConfig, key: str, line: str) -> None:
     node = OmegaConf.select(base, parent) if parent else base
     if isinstance(node, ListConfig) and leaf.isdigit() or isinstance(node, DictConfig) and leaf in node:
         return
+    if line.startswith("+") and isinstance(node, DictConfig) and OmegaConf.get_type(node) is dict:
+        return  # a free-form mapping (judge.reader_fields): ``+`` adds a key it is meant to take
     valid = ", ".join(sorted(str(k) for k in node)) if isinstance(node, DictConfig) else ""
     where = f"keys of {parent}" if parent else "top-level keys"
     raise ConfigError(f"{line}: unknown key '{key}'; valid {where}: {valid or '(none)'}")

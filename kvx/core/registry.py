@@ -1,5 +1,5 @@
-"""Entry-point registries: the only way tasks, compressors, readers, turn selectors, diagnostics and
-text transforms reach kvx, built-ins included, so a third-party package is a peer of kvx's own code.
+"""Entry-point registries: the only way tasks, compressors, readers, turn selectors, diagnostics, text
+transforms and judges reach kvx, built-ins included, so a third-party package is a peer of kvx's own code.
 
 Entries load lazily and one at a time: a plugin whose import fails is recorded as broken and
 shown in ``python -m kvx.plugins`` without taking the others down. Two distributions that
@@ -24,6 +24,7 @@ GROUPS: dict[str, str] = {
     "turn_selector": "kvx.turn_selectors",
     "diagnostic": "kvx.diagnostics",
     "transform": "kvx.transforms",
+    "judge": "kvx.judges",
 }
 BUILTIN_DIST = "kvx"
 DISABLE_ENV = "KVX_DISABLE_PLUGINS"

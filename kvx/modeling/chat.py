@@ -8,6 +8,7 @@ message and is recorded as an ``error``, never scored.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -18,13 +19,23 @@ class ChatRequest:
 
     messages: tuple[tuple[str, str], ...]  # (role, content) pairs, in order
     max_tokens: int
+    #: more fields of the request body as (name, JSON text) pairs, e.g. a judge's ``response_format``
+    #: and ``reasoning_effort``: an endpoint sends them (and keys its cache on them); an in-process
+    #: model has no such switches and ignores them
+    options: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def of(cls, messages: list[dict[str, str]], max_tokens: int) -> ChatRequest:
-        return cls(tuple((m["role"], m["content"]) for m in messages), max_tokens)
+    def of(
+        cls, messages: list[dict[str, str]], max_tokens: int, options: dict[str, Any] | None = None
+    ) -> ChatRequest:
+        extra = tuple((k, json.dumps(v, sort_keys=True)) for k, v in sorted((options or {}).items()))
+        return cls(tuple((m["role"], m["content"]) for m in messages), max_tokens, extra)
 
     def as_messages(self) -> list[dict[str, str]]:
         return [{"role": role, "content": content} for role, content in self.messages]
+
+    def body_options(self) -> dict[str, Any]:
+        return {name: json.loads(value) for name, value in self.options}
 
 
 @dataclass

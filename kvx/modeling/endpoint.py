@@ -166,6 +166,7 @@ class Endpoint:
         }
         if self.seed is not None:
             body["seed"] = self.seed
+        body.update(request.body_options())  # absent unless a request asks: older cache keys hold
         return body
 
     def request_key(self, request: ChatRequest) -> str:
@@ -210,7 +211,8 @@ class Endpoint:
         with self._lock:
             self.counts["requests"] += 1
         try:
-            raw = self.client().chat.completions.with_raw_response.create(**body)
+            extra = {name: body.pop(name) for name in request.body_options()}  # any server's own fields too
+            raw = self.client().chat.completions.with_raw_response.create(**body, extra_body=extra or None)
             completion = raw.parse()
             retries = int(getattr(raw, "retries_taken", 0))
         except APIStatusError as exc:

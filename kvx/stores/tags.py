@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 CONFIG_HASH = "kvx.config_hash"
 CELL_ID = "kvx.cell_id"
 DIAGNOSTICS = "kvx.diagnostics"
+JUDGE = "kvx.judge"  # the judge a cell's answers were judged by (name and fields set away from defaults)
 REUSED = "kvx.reused."  # + cell id, on a sweep run: a job of the sweep reused that finished cell run
 ROLE = "kvx.role"
 CONTROL_KEY = "kvx.control_key"

@@ -32,6 +32,7 @@ from kvx.stores.tags import (  # noqa: F401 - the tag names, re-exported where r
     CONTROL_KEY,
     DIAGNOSTICS,
     GRID,
+    JUDGE,
     MLFLOW_PARENT,
     PLANNED_JOBS,
     REUSED,

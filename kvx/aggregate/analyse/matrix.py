@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from kvx.aggregate.analyse.judges import judge_columns, judge_names, with_judged
 from kvx.aggregate.read.rows import Metric
 from kvx.diagnostics.categories import CATEGORIES
 
@@ -46,6 +47,7 @@ def _cell_counts(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     out["accuracy"] = _ratio(out.pop("correct_sum"), out["n_supported"])
     out["n_fc"] = out["n_cc"] + out["n_cw"]
     out["cw_rate"] = _ratio(out["n_cw"], out["n_fc"])
+    out = with_judged(out, rows, keys, "compressed")
     return _with_metric_means(out, rows[sup], keys, "comp_m.")
 
 
@@ -97,6 +99,7 @@ def _fullcache(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     out = out.reset_index()
     out["compressor"], out["setting"] = "FullCache", ""
     out["n_fc"] = out["n_fc"].astype(int)
+    out = with_judged(out, rows, keys, "FullCache")
     return _with_metric_means(out, controls(rows), keys, "full_m.")
 
 
@@ -133,10 +136,11 @@ def levels(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 def matrix(rows: pd.DataFrame) -> pd.DataFrame:
     """Per task x reader x compressor x setting, plus FullCache rows and source-weighted pools: one per
     task family and context length of two or more tasks (``level`` family, between its tasks and the
-    pooled rows) and one over every task (``level`` pooled)."""
+    pooled rows) and one over every task (``level`` pooled). Each judge's accuracy over the answers it
+    judged, and how many, stand next to the task's accuracy (``kvx.aggregate.analyse.judges``)."""
     needed = [*CELL, "ratio", *POOL_KEYS, "status", "comp_score", "comp_correct", "transition"]
     # the pools relabel a copy of these only
-    rows = rows[needed + ["unit", "full_score", "full_correct", *metric_columns(rows)]]
+    rows = rows[needed + ["unit", "full_score", "full_correct", *metric_columns(rows), *judge_columns(rows)]]
     parts = []
     for level, frame in levels(rows):
         parts += [
@@ -159,6 +163,7 @@ def matrix(rows: pd.DataFrame) -> pd.DataFrame:
         "n_error",
         "quality",
         "accuracy",
+        *(f"judge.{name}.{v}" for name in judge_names(rows) for v in ("accuracy", "n_judged")),
         "n_fc",
         "n_cc",
         "n_cw",

@@ -45,11 +45,11 @@ MAX_HTML_ROWS = 2000  # the CSV always holds every row; this keeps report.html o
 # Column kinds by name: the analysis frames store fractions in [0, 1] under these tokens.
 _P_VALUE = re.compile(r"(^p$|^p_|_p$|_pvalue$)")
 _PERCENT = re.compile(
-    r"(^|_)(rate|share|quality|accuracy|retention|rescue|damage|reversal|excess|kept)(_|$)"
-    r"|^(anchor|structural)_(full|comp)$"
+    r"(^|_)(rate|share|quality|accuracy|retention|rescue|damage|reversal|excess|kept|agreement)(_|$)"
+    r"|^(anchor|structural)_(full|comp)$|^judge\..+\.accuracy$"
 )
 _COUNT = re.compile(
-    r"(^n_|_n$|_draws$|^(rows|intersection|union|eligible_pairs|evidence_only|sham_only)$|^(repaired|degraded)_)"
+    r"(^n_|_n$|\.n_judged$|_draws$|^(rows|intersection|union|eligible_pairs|evidence_only|sham_only)$|^(repaired|degraded)_)"
 )
 
 
@@ -288,6 +288,24 @@ OPTIONAL_SECTIONS: tuple[Section, ...] = (
         ("tpbench_rank_change",),
         (*TPBENCH_TABLES, *TPBENCH_PAPER_TABLES, *GAP_TABLES),
         "no TPBench records in the selected runs",
+    ),
+    Section(
+        "judges",
+        "Judges",
+        "A judge (judge=<name>, kvx.judges) decides each supported record's two answers beside the task's "
+        "own scorer; the matrix shows judge.<name>.accuracy next to accuracy, over the n_judged answers it "
+        "judged (FullCache rows: over the judged controls). judge_agreement sets the judge against the "
+        "task's deterministic correct per task, reader and judge, on the FullCache controls (once per "
+        "source), the compressed answers and both together (all). yes/no is the judge's decision, "
+        "correct/incorrect the scorer's; an uncertain judgment is a no (no credit, still counted: "
+        "n_uncertain, uncertain_correct, uncertain_incorrect). agreement = (yes_correct + no_incorrect) / "
+        "n_judged; kappa is Cohen's κ = (p_o − p_e) / (1 − p_e) with p_e the agreement the two marginals "
+        "give by chance, N/A when p_e = 1 or nothing was judged. Answers the judge could not judge are "
+        "counted, never scored: n_error (the request failed or the reply could not be read) and "
+        "n_not_applicable (the judge does not apply to the source), out of n_answers.",
+        (),
+        ("judge_agreement",),
+        "no judged answers in the selected runs",
     ),
     Section(
         "kvdiagnosis_extra",

@@ -31,6 +31,8 @@ INTERVENTION_FIELDS = (
 NAN = float("nan")
 _COMP_COSTS = ANSWER_COSTS + COMPRESSION_COSTS
 UNKNOWN = "unknown"  # the label of a field an external record leaves unknown (never a made-up value)
+#: a row's judge columns, per answer side (``full_``, ``comp_``) and judge name (kvx.aggregate.analyse.judges)
+JUDGE_CORRECT, JUDGE_STATUS, JUDGE_UNCERTAIN = "j.", "j_status.", "j_uncertain."
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,19 @@ def _detail(value: Any) -> Any:
     if isinstance(value, bool):
         return float(value)
     return value if isinstance(value, str) else _number(value)
+
+
+def judge_fields(prefix: str, judgments: dict[str, Any]) -> dict[str, Any]:
+    """One answer's judgments as row columns: ``<prefix>j.<name>`` (1 correct, 0 not, NaN when the answer
+    was not judged: an error, or a source the judge does not apply to), ``<prefix>j_status.<name>`` and
+    ``<prefix>j_uncertain.<name>`` (1 when the judge left the answer undecided: no credit)."""
+    out: dict[str, Any] = {}
+    for name, j in judgments.items():
+        judged = j.get("status") == "judged" and isinstance(j.get("correct"), bool)
+        out[f"{prefix}{JUDGE_CORRECT}{name}"] = float(j["correct"]) if judged else NAN
+        out[f"{prefix}{JUDGE_STATUS}{name}"] = str(j.get("status"))
+        out[f"{prefix}{JUDGE_UNCERTAIN}{name}"] = float(j.get("verdict") == "uncertain") if judged else NAN
+    return out
 
 
 def _category(record: dict[str, Any], diags: dict[str, Any]) -> dict[str, Any]:
@@ -239,6 +254,7 @@ def project(
             row[f"{prefix}m.{name}"] = _number(value)
         for name, value in (answer.get("details") or {}).items():
             row[f"{prefix}d.{name}"] = _detail(value)
+        row.update(judge_fields(prefix, answer.get("judgments") or {}))
     iv = diags.get("intervention") or {}
     iv_ok = iv.get("status") in VALID
     for name in INTERVENTION_FIELDS:
