@@ -274,6 +274,8 @@ def check_known(base: DictConfig, key: str, line: str) -> None:
         return
     if line.startswith("+") and isinstance(node, DictConfig) and OmegaConf.get_type(node) is dict:
         return  # a free-form mapping (judge.reader_fields): ``+`` adds a key it is meant to take
+    if isinstance(node, DictConfig) and OmegaConf.get_type(node) is dict:
+        raise ConfigError(f"{line}: {parent} is a free-form mapping: add a key to it with +{key}=...")
     valid = ", ".join(sorted(str(k) for k in node)) if isinstance(node, DictConfig) else ""
     where = f"keys of {parent}" if parent else "top-level keys"
     raise ConfigError(f"{line}: unknown key '{key}'; valid {where}: {valid or '(none)'}")
