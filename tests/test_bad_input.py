@@ -79,7 +79,7 @@ def _fails(tmp_path: Path, start_s: float, args: list[str], expected: str, **env
         (["judge=tpbench_p1", "judge.reader=tinyy"], "Did you mean 'tiny'"),
         (["judge=longmemeval", "judge.reader=tiny", "judge.max_tokens=0"], "judge.max_tokens=0"),
         (["judge=tpbench_p1", "+judge.reader_fields.modle=x"], "did you mean 'model'"),
-        (["judge=tpbench_p1", "judge.reader_fields.model=x"], "add a key to it with +judge.reader_fields.model"),
+        (["judge=tpbench_p1", "judge.reader_fields.model=x"], "add a key to it with +judge.reader_"),
     ],
 )
 def test_bad_value(tmp_path: Path, start_s: float, args: list[str], expected: str) -> None:
