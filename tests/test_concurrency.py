@@ -94,6 +94,8 @@ def test_a_sweep_stopped_mid_cell_resumes_and_supersedes_itself(tmp_path, blank_
         assert code == -signal.SIGKILL
     left = ledger(tmp_path)
     assert any(r.info.status != "FINISHED" for r in left["cell"])  # a cell was cut off
+    (cut,) = left["sweep"]  # owned by the stopped process itself, so the rerun can tell it is dead
+    assert cut.data.tags["kvx.owner"].split(":")[1] == str(proc.pid)
     run_ok(tmp_path, *grid)
     check_exactly_once(tmp_path, cells=2, sources=6)
     sweeps = ledger(tmp_path)["sweep"]

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import prestarted
 import pytest
 from helpers import SOLO_LEASE
 from mlflow.tracking import MlflowClient
@@ -32,9 +33,8 @@ def _env() -> dict[str, str]:
 
 
 def kvx(cwd: Path, *args: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "kvx", "-m", *args, *TINY], cwd=cwd, env=_env(), capture_output=True, text=True
-    )
+    """``python -m kvx -m ARGS``, a prestarted process (tests/prestarted.py)."""
+    done = prestarted.run("kvx", ["-m", *args, *TINY], cwd, _env())
     assert done.returncode == 0, done.stderr[-3000:]
 
 
