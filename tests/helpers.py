@@ -123,28 +123,11 @@ def check_exactly_once(cwd, cells, sources, uri=None, experiment="kvx"):
 
 
 def aggregate_strict(cwd, uri=None, experiment="kvx"):
-    """``python -m kvx.aggregate --strict`` must exit 0; returns what it printed."""
-    import subprocess
-    import sys
+    """``python -m kvx.aggregate --strict`` (a prestarted process) must exit 0; returns what it printed."""
+    import prestarted
 
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kvx.aggregate",
-            "--no-plots",
-            "--no-log",
-            "--strict",
-            "--experiment",
-            experiment,
-            "--out",
-            str(cwd / "agg"),
-        ],
-        cwd=cwd,
-        env=kvx_env(uri),
-        capture_output=True,
-        text=True,
-    )
+    args = ["--no-plots", "--no-log", "--strict", "--experiment", experiment, "--out", str(cwd / "agg")]
+    done = prestarted.run("kvx.aggregate", args, cwd, kvx_env(uri), timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     return done.stdout + done.stderr
 

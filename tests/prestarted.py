@@ -1,7 +1,8 @@
 """``python -m kvx`` processes forked from one that already imported what a run imports.
 
 A cold ``python -m kvx`` spends ~15 s of CPU importing torch, transformers, kvpress and MLflow before it
-reads its command line; the end-to-end tests start dozens. Here one server process per session does those
+reads its command line (``python -m kvx.aggregate`` ~2 s, pandas and scipy); the end-to-end tests start
+dozens. Here one server process per session does those
 imports once, in the order a run does them (``kvx.__main__``, then ``lean_imports.install()`` and
 ``kvx.cli.app``, as ``_hydra_main`` does), forgets kvx's own modules (~0.5 s to import again, and their
 module-level state must be the child's), and forks a child per command. The child is a real process of
@@ -51,6 +52,7 @@ RUNTIME_ENV = frozenset(
 #: imported, ``NAME:FUNCTION`` imported and called
 PRELOAD = {
     "kvx": ["kvx.__main__", "kvx.core.lean_imports:install", "kvx.cli.app"],
+    "kvx.aggregate": ["kvx.aggregate.__main__"],  # the rest of its run imports nothing heavy
 }
 #: the project's own packages: forgotten once the libraries they import are in memory
 OWN = ("kvx",)
