@@ -97,12 +97,13 @@ def _serve(path: str, module: str) -> None:
     children: dict[int, socket.socket] = {}
     events = selectors.DefaultSelector()
     events.register(listener, selectors.EVENT_READ)
+    events.register(sys.stdin, selectors.EVENT_READ)  # the session's pipe: its end ends the server too
     while True:
-        for _ in events.select(timeout=0.05):
+        for key, _ in events.select(timeout=0.05):
+            if key.fileobj is sys.stdin:  # leave without tearing down torch and friends (seconds)
+                os._exit(0)
             conn, _ = listener.accept()
             request, fds = _receive(conn)
-            if request.get("stop"):  # leave without tearing down torch and friends (seconds)
-                os._exit(0)
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()
@@ -245,7 +246,7 @@ class _Server:
             [sys.executable, __file__, self.path, module],
             cwd=self.folder,
             env=env,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,  # closed when the session ends, however it ends
             stdout=subprocess.PIPE,
             stderr=self.log,
             text=True,
@@ -284,12 +285,8 @@ class _Server:
         return Prestarted([sys.executable, "-m", self.module, *args], conn, int(pid), rest, outs)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            conn.connect(self.path)
-            socket.send_fds(conn, [b'{"stop": true}\n'], [])
-            conn.close()
-            self.process.wait(timeout=60)
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
         self.log.close()
         import shutil
 
