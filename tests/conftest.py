@@ -9,6 +9,15 @@ import pytest
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _prestarted():
+    """The servers of prestarted ``python -m kvx`` processes (tests/prestarted.py) end with the session."""
+    import prestarted
+
+    yield
+    prestarted.stop_all()
+
+
 @pytest.fixture(scope="session")
 def tiny():
     from kvx.modeling.reader import load_reader

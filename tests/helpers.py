@@ -41,13 +41,11 @@ def unmeasured(record: dict) -> dict:
 
 
 def run_kvx(folder, *args: str) -> None:
-    """``python -m kvx -m ARGS`` in ``folder`` as a user runs it; fails the test with its stderr."""
-    import subprocess
-    import sys
+    """``python -m kvx -m ARGS`` in ``folder`` as a user runs it (a prestarted process); fails the test
+    with its stderr."""
+    import prestarted
 
-    done = subprocess.run(
-        [sys.executable, "-m", "kvx", "-m", *args], cwd=folder, capture_output=True, text=True, timeout=900
-    )
+    done = prestarted.run("kvx", ["-m", *args], folder, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -73,23 +71,12 @@ def kvx_env(uri=None, **extra):
 
 
 def start_sweep(cwd, *args, env=None):
-    """``python -m kvx -m`` on the tiny reader with fast leases, in its own process group. SIGINT is
-    reset to its default in the child, as in a terminal: a test suite started in the background (``cmd &``
-    in a script) inherits it ignored, and Python then never turns Ctrl-C into KeyboardInterrupt."""
-    import signal
-    import subprocess
-    import sys
+    """``python -m kvx -m`` on the tiny reader with fast leases, a prestarted process in its own process
+    group. Ctrl-C raises KeyboardInterrupt in it, as in a terminal, even where the test suite was started
+    in the background (``cmd &`` in a script), which leaves SIGINT ignored."""
+    import prestarted
 
-    return subprocess.Popen(
-        [sys.executable, "-m", "kvx", "-m", *TINY_SWEEP, *FAST_LEASE, *args],
-        cwd=cwd,
-        env=env or kvx_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    return prestarted.popen("kvx", ["-m", *TINY_SWEEP, *FAST_LEASE, *args], cwd, env or kvx_env())
 
 
 def finish(proc, timeout=600):
@@ -98,31 +85,31 @@ def finish(proc, timeout=600):
     return proc.returncode, err
 
 
-def store(cwd, uri=None):
+def store(cwd, uri=None, experiment="kvx"):
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=uri or f"sqlite:///{cwd / 'outputs' / 'mlflow.db'}")
-    return client, client.get_experiment_by_name("kvx").experiment_id
+    return client, client.get_experiment_by_name(experiment).experiment_id
 
 
-def ledger(cwd, uri=None):
+def ledger(cwd, uri=None, experiment="kvx"):
     """Active runs of the experiment by role."""
-    client, exp = store(cwd, uri)
+    client, exp = store(cwd, uri, experiment)
     out = {}
     for run in client.search_runs([exp], "", max_results=1000):
         out.setdefault(run.data.tags.get("kvx.role", ""), []).append(run)
     return out
 
 
-def check_exactly_once(cwd, cells, sources, uri=None):
+def check_exactly_once(cwd, cells, sources, uri=None, experiment="kvx"):
     """Each cell has one FINISHED run holding each source once; no other cell or control run is left."""
     import json
 
-    runs = ledger(cwd, uri)
+    runs = ledger(cwd, uri, experiment)
     cell_runs = runs.get("cell", [])
     assert [r.info.status for r in cell_runs] == ["FINISHED"] * cells, [r.info.status for r in cell_runs]
     assert len({r.data.tags["kvx.cell_id"] for r in cell_runs}) == cells  # no cell twice
-    client, _ = store(cwd, uri)
+    client, _ = store(cwd, uri, experiment)
     for run in cell_runs:
         folder = cwd / "dl" / run.info.run_id
         folder.mkdir(parents=True, exist_ok=True)
@@ -135,27 +122,12 @@ def check_exactly_once(cwd, cells, sources, uri=None):
     assert len({r.data.tags["kvx.control_key"] for r in controls}) == len(controls)
 
 
-def aggregate_strict(cwd, uri=None):
-    """``python -m kvx.aggregate --strict`` must exit 0; returns what it printed."""
-    import subprocess
-    import sys
+def aggregate_strict(cwd, uri=None, experiment="kvx"):
+    """``python -m kvx.aggregate --strict`` (a prestarted process) must exit 0; returns what it printed."""
+    import prestarted
 
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kvx.aggregate",
-            "--no-plots",
-            "--no-log",
-            "--strict",
-            "--out",
-            str(cwd / "agg"),
-        ],
-        cwd=cwd,
-        env=kvx_env(uri),
-        capture_output=True,
-        text=True,
-    )
+    args = ["--no-plots", "--no-log", "--strict", "--experiment", experiment, "--out", str(cwd / "agg")]
+    done = prestarted.run("kvx.aggregate", args, cwd, kvx_env(uri), timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     return done.stdout + done.stderr
 

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import prestarted
 import pytest
 from helpers import SOLO_LEASE
 from mlflow.tracking import MlflowClient
@@ -26,28 +27,14 @@ def env(**extra: str) -> dict[str, str]:
     return e
 
 
-def kvx(args: list[str], cwd: Path, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "kvx", *args],
-        cwd=cwd,
-        env=env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        **kw,
-    )
+def kvx(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """``python -m kvx ARGS``, a prestarted process (tests/prestarted.py)."""
+    return prestarted.run("kvx", args, cwd, env(), timeout=600)
 
 
-def started(args: list[str], cwd: Path) -> subprocess.Popen:
+def started(args: list[str], cwd: Path):
     """A sweep in the background, in its own process group (so kill -9 takes its workers too)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "kvx", *args],
-        cwd=cwd,
-        env=env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    return prestarted.popen("kvx", args, cwd, env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def client(cwd: Path) -> tuple[MlflowClient, str]:

@@ -9,10 +9,10 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
+import prestarted
 import pytest
 from helpers import aggregate_strict, check_exactly_once, finish, kvx_env, ledger
 from helpers import start_sweep as _start
@@ -94,6 +94,8 @@ def test_a_sweep_stopped_mid_cell_resumes_and_supersedes_itself(tmp_path, blank_
         assert code == -signal.SIGKILL
     left = ledger(tmp_path)
     assert any(r.info.status != "FINISHED" for r in left["cell"])  # a cell was cut off
+    (cut,) = left["sweep"]  # owned by the stopped process itself, so the rerun can tell it is dead
+    assert cut.data.tags["kvx.owner"].split(":")[1] == str(proc.pid)
     run_ok(tmp_path, *grid)
     check_exactly_once(tmp_path, cells=2, sources=6)
     sweeps = ledger(tmp_path)["sweep"]
@@ -158,11 +160,7 @@ def test_a_corrupt_control_file_is_recomputed_and_a_copied_folder_reads_its_own_
     assert "0 errors and 0 warnings" in aggregate_strict(copy)
     shutil.copytree(copy / "outputs" / "mlartifacts", first / "outputs" / "mlartifacts")
     shutil.rmtree(copy / "outputs" / "mlartifacts")  # only the original's: read, and said loudly
-    done = subprocess.run(
-        [sys.executable, "-m", "kvx.aggregate", "--no-plots", "--no-log", "--out", str(copy / "agg")],
-        cwd=copy,
-        env=kvx_env(),
-        capture_output=True,
-        text=True,
+    done = prestarted.run(
+        "kvx.aggregate", ["--no-plots", "--no-log", "--out", str(copy / "agg")], copy, kvx_env()
     )
     assert done.returncode == 0 and "artifact_location" in done.stdout + done.stderr, done.stdout[-2000:]

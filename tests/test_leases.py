@@ -18,8 +18,10 @@ KEY = "kvx.cell_id"
 
 
 @pytest.fixture
-def store(tmp_path):
-    client = tracking.Store(MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}"))
+def store(tmp_path, blank_store):
+    """A new sqlite store (a copy of a migrated one: its first open is not what is tested here)."""
+    blank_store(tmp_path)
+    client = tracking.Store(MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}"))
     return client, client.create_experiment("kvx")
 
 

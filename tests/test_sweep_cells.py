@@ -4,11 +4,10 @@ row, with what varies as columns, and the aggregate finds nothing wrong (tiny re
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
+import prestarted
 import pytest
 from helpers import SOLO_LEASE
 from mlflow.tracking import MlflowClient
@@ -32,21 +31,14 @@ def _env() -> dict[str, str]:
 
 
 def kvx(cwd: Path, *args: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "kvx", "-m", *args, *TINY], cwd=cwd, env=_env(), capture_output=True, text=True
-    )
+    """``python -m kvx -m ARGS``, a prestarted process (tests/prestarted.py)."""
+    done = prestarted.run("kvx", ["-m", *args, *TINY], cwd, _env())
     assert done.returncode == 0, done.stderr[-3000:]
 
 
 def aggregate(cwd: Path, *args: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     out = cwd / "agg"
-    done = subprocess.run(
-        [sys.executable, "-m", "kvx.aggregate", "--no-plots", "--no-log", "--out", str(out), *args],
-        cwd=cwd,
-        env=_env(),
-        capture_output=True,
-        text=True,
-    )
+    done = prestarted.run("kvx.aggregate", ["--no-plots", "--no-log", "--out", str(out), *args], cwd, _env())
     assert done.returncode == 0, done.stderr[-3000:]
     return pd.read_csv(out / "matrix.csv", keep_default_na=False), pd.read_csv(out / "problems.csv")
 

@@ -1,7 +1,8 @@
 """Sweeps against a tracking server (``python -m kvx.server``) on a private PostgreSQL cluster with an
 S3-compatible artifact store (moto), all on loopback: grouped jobs, 16 concurrent workers, and a server
-restart mid-sweep, each with every cell's records exactly once. Skips with the reason when PostgreSQL,
-psycopg2, boto3 or moto are not installed."""
+restart mid-sweep, each with every cell's records exactly once. One server serves the module (its start
+and stop take ~20 s of CPU); each test writes to an experiment of its own, and so to an S3 prefix of
+its own. Skips with the reason when PostgreSQL, psycopg2, boto3 or moto are not installed."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
-from helpers import aggregate_strict, check_exactly_once, finish, kvx_env, start_sweep
+from helpers import aggregate_strict, check_exactly_once, finish, kvx_env, start_sweep, store
 
 from kvx.stores import postgres
 from kvx.stores.health import wait_healthy
@@ -124,24 +125,27 @@ def _keys() -> dict[str, str]:
     return {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
 
 
-@pytest.fixture
-def server(tmp_path):
-    s = Server(tmp_path)
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = Server(tmp_path_factory.mktemp("server"))
     yield s
     s.close()
 
 
-def _sweep(server: Server, cwd: Path, *args: str) -> subprocess.Popen:
-    return start_sweep(cwd, *args, env=server.env | {"MLFLOW_TRACKING_URI": server.uri})
+def _sweep(server: Server, cwd: Path, experiment: str, *args: str) -> subprocess.Popen:
+    env = server.env | {"MLFLOW_TRACKING_URI": server.uri}
+    return start_sweep(cwd, f"mlflow.experiment={experiment}", *args, env=env)
 
 
 def test_grouped_jobs_log_to_postgres_and_s3(server, tmp_path):
     grid = ["press=snapkv,tova", "ratio=0.25,0.5", "per_job=[ratio]", "n_sources=2"]  # joblib: test_launchers
-    code, err = finish(_sweep(server, tmp_path, *grid))
+    code, err = finish(_sweep(server, tmp_path, "grouped", *grid))
     assert code == 0 and "Traceback" not in err, err[-3000:]
-    check_exactly_once(tmp_path, cells=4, sources=2, uri=server.uri)
-    assert "0 errors and 0 warnings" in aggregate_strict(tmp_path, server.uri)
-    keys = [o["Key"] for o in server.s3().list_objects_v2(Bucket=BUCKET)["Contents"]]
+    check_exactly_once(tmp_path, cells=4, sources=2, uri=server.uri, experiment="grouped")
+    assert "0 errors and 0 warnings" in aggregate_strict(tmp_path, server.uri, "grouped")
+    _, exp = store(tmp_path, server.uri, "grouped")
+    listed = server.s3().list_objects_v2(Bucket=BUCKET, Prefix=f"mlflow/{exp}/")
+    keys = [o["Key"] for o in listed.get("Contents", [])]
     assert sum(k.endswith("/records.jsonl") for k in keys) == 4  # artifacts went to S3 ...
     assert not (tmp_path / "outputs" / "mlartifacts").exists()  # ... not to a local folder
 
@@ -187,14 +191,12 @@ def test_sixteen_concurrent_workers_lose_and_duplicate_nothing(server):
 
 def test_a_server_restart_mid_sweep_loses_nothing(server, tmp_path):
     grid = ["press=snapkv", "ratio=0.25,0.5", "n_sources=16", "context_tokens=600", "max_new_tokens=16"]
-    proc = _sweep(server, tmp_path, *grid)
-    from helpers import store
-
+    proc = _sweep(server, tmp_path, "restart", *grid)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()[1][-3000:]
         try:
-            client, exp = store(tmp_path, server.uri)
+            client, exp = store(tmp_path, server.uri, "restart")
             if client.search_runs([exp], "tags.`kvx.role` = 'cell' and attributes.status = 'RUNNING'"):
                 break
         except Exception:  # noqa: BLE001 - the experiment is not there yet
@@ -205,5 +207,5 @@ def test_a_server_restart_mid_sweep_loses_nothing(server, tmp_path):
     server.start()  # ... and come back on the same ports
     code, err = finish(proc)
     assert code == 0 and "Traceback" not in err, err[-3000:]
-    check_exactly_once(tmp_path, cells=2, sources=16, uri=server.uri)
-    assert "0 errors and 0 warnings" in aggregate_strict(tmp_path, server.uri)
+    check_exactly_once(tmp_path, cells=2, sources=16, uri=server.uri, experiment="restart")
+    assert "0 errors and 0 warnings" in aggregate_strict(tmp_path, server.uri, "restart")
