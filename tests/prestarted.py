@@ -45,6 +45,7 @@ RUNTIME_ENV = frozenset(
         "TOKENIZERS_PARALLELISM",
         "RAY_USAGE_STATS_ENABLED",
         "PYTEST_CURRENT_TEST",  # pytest's name of the running test
+        "KVX_TEST_SERVED_KEY",  # tests/test_served.py's API key, read by the endpoint client when it sends
     }
 )
 

@@ -269,9 +269,10 @@ def test_public_url_never_shows_credentials() -> None:
 
 
 def kvx(folder: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "kvx", *args], cwd=folder, capture_output=True, text=True, timeout=900, env=env
-    )
+    """``python -m kvx ARGS`` (a prestarted process: the key's variable is read at run time)."""
+    import prestarted
+
+    return prestarted.run("kvx", list(args), folder, env, timeout=900)
 
 
 def served_args(url: str, model: str) -> list[str]:
