@@ -18,8 +18,9 @@ import pytest
 from kvx.aggregate.analyse.judges import cohen_kappa
 from kvx.core.errors import ConfigError
 from kvx.core.records import Answer, Record, validate
+from kvx.core.replies import json_object
 from kvx.core.source import Source
-from kvx.judges.base import Judgment, json_object, sha256
+from kvx.judges.base import Judgment, sha256
 from kvx.judges.fmts_containment import FMTSContainment
 from kvx.judges.longmemeval import TEMPLATES, LongMemEval
 from kvx.judges.tpbench_p1 import PROMPT, SCHEMA, TPBenchP1

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import hashlib
-import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -84,21 +83,6 @@ class Judgment:
 
 def sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def json_object(text: str) -> dict[str, Any] | None:
-    """The reply as a JSON object: the whole text (code fences allowed), else its last ``{...}`` block."""
-    text = (text or "").strip()
-    if text.startswith("```"):
-        text = text.strip("`").removeprefix("json").strip()
-    for candidate in (text, text[text.rfind("{") : text.rfind("}") + 1]):
-        try:
-            obj = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            return obj
-    return None
 
 
 class Judge:

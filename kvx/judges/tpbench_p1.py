@@ -31,8 +31,9 @@ from typing import Any, ClassVar
 
 from kvx.core.errors import ConfigError
 from kvx.core.records import Answer
+from kvx.core.replies import json_object
 from kvx.core.source import Source
-from kvx.judges.base import UNCERTAIN, Judgment, ModelJudge, json_object
+from kvx.judges.base import UNCERTAIN, Judgment, ModelJudge
 from kvx.modeling.chat import ChatRequest
 
 #: ``data/semantic_evaluation/judge_prompt.txt`` of the release, byte for byte (the system message)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from kvx.core.replies import json_object
+
 _EMPTY = {"", "unknown", "n/a", "none"}
 
 
@@ -21,22 +23,8 @@ class Reply:
     parsed: bool  # a JSON object was found
 
 
-def _obj(text: str) -> dict | None:
-    text = text.strip()
-    if text.startswith("```"):  # fences despite the instruction
-        text = text.strip("`").removeprefix("json").strip()
-    for candidate in (text, text[text.rfind("{") : text.rfind("}") + 1]):
-        try:
-            obj = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            return obj
-    return None
-
-
 def parse_reply(text: str) -> Reply:
-    obj = _obj(text or "")
+    obj = json_object(text or "")
     if obj is None:
         return Reply("", "", True, False)
     raw = obj.get("value")
