@@ -272,9 +272,11 @@ def check_known(base: DictConfig, key: str, line: str) -> None:
     node = OmegaConf.select(base, parent) if parent else base
     if isinstance(node, ListConfig) and leaf.isdigit() or isinstance(node, DictConfig) and leaf in node:
         return
-    if line.startswith("+") and isinstance(node, DictConfig) and OmegaConf.get_type(node) is dict:
-        return  # a free-form mapping (judge.reader_fields): ``+`` adds a key it is meant to take
-    if isinstance(node, DictConfig) and OmegaConf.get_type(node) is dict:
+    # a free-form mapping (judge.reader_fields), not the config's root: ``+`` adds a key it is meant to take
+    free_form = bool(parent) and isinstance(node, DictConfig) and OmegaConf.get_type(node) is dict
+    if free_form and line.startswith("+"):
+        return
+    if free_form:
         raise ConfigError(f"{line}: {parent} is a free-form mapping: add a key to it with +{key}=...")
     valid = ", ".join(sorted(str(k) for k in node)) if isinstance(node, DictConfig) else ""
     where = f"keys of {parent}" if parent else "top-level keys"
