@@ -44,9 +44,8 @@ class Engine:
         self, outputs_dir: Path, capture_cache_bytes: int, memo_bytes: int = 2**30, decode_budget: int = 0
     ) -> None:
         attention.register()
-        self.responses = (
-            outputs_dir / "responses"
-        )  # served readers' replies, by request (kvx.modeling.endpoint)
+        #: served readers' replies, by request (kvx.modeling.endpoint)
+        self.responses = outputs_dir / "responses"
         self.controls = ControlStore(outputs_dir / "controls")
         self.partial = outputs_dir / "partial"  # spooled records of cells in progress (kvx.stores.spool)
         self.resumed: Counter[str] = Counter()  # per cell id: records reused from its spool
@@ -113,9 +112,7 @@ class Engine:
                 spool.remove()
         spooled = [spool.load() for spool in spools]
         out: list[list[Record]] = [[] for _ in cells]
-        groups: dict[str, list[int]] = {}
-        for i, plan in enumerate(plans):
-            groups.setdefault(plan.identity.split, []).append(i)
+        groups = _by_split(plans)
         for members in groups.values():
             for c in members:
                 cells[c].transform.bind(reader)
@@ -165,9 +162,7 @@ class Engine:
         hashes = config_hashes or [None] * len(cells)
         plans = [Plan.of(c, reader, h) for c, h in zip(cells, hashes)]  # type: ignore[arg-type]
         out: list[list[Record]] = [[] for _ in cells]
-        groups: dict[str, list[int]] = {}
-        for i, plan in enumerate(plans):
-            groups.setdefault(plan.identity.split, []).append(i)
+        groups = _by_split(plans)
         for members in groups.values():
             sources = self.sources(cells[members[0]], reader)  # type: ignore[arg-type]
             done = run_served(
@@ -204,3 +199,11 @@ class Engine:
             )
         record.seconds = time.perf_counter() - started
         return record
+
+
+def _by_split(plans: list[Plan]) -> dict[str, list[int]]:
+    """The cells' indices grouped by control split (cells of one split share their sources)."""
+    groups: dict[str, list[int]] = {}
+    for i, plan in enumerate(plans):
+        groups.setdefault(plan.identity.split, []).append(i)
+    return groups
