@@ -27,7 +27,6 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from kvx.core.errors import Unsupported
 from kvx.core.identity import digest
 from kvx.core.records import Answer, Record
 from kvx.core.setting import Setting
@@ -38,7 +37,7 @@ from kvx.modeling.generation import Generation
 from kvx.modeling.reader import reader_identity
 from kvx.pipeline.cell import Cell, Plan, setting_dict
 from kvx.pipeline.evaluate import evaluate
-from kvx.pipeline.transform import transformed
+from kvx.pipeline.transform import fail_transform, transformed
 from kvx.stores.artifacts import ArtifactStore
 from kvx.stores.controls import ControlStore, answer_key
 
@@ -246,9 +245,7 @@ def _open(
     try:
         out = transformed(artifacts, cell.transform, cell.transform_name, identity.transform, reader, source)  # type: ignore[arg-type]
     except Exception as exc:  # a transform that fails on a source: never a wrong answer
-        status = "unsupported" if isinstance(exc, Unsupported) else "error"
-        detail = str(exc) if status == "unsupported" else f"{type(exc).__name__}: {exc}"
-        record.fail(status, f"transform {cell.transform_name}: {detail}")
+        fail_transform(record, cell.transform_name, exc)
         return record, None
     if out is None:
         return record, _Pending(0, record, source, source, control, prompt_hash, None)

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kvx.core.errors import Unsupported
 from kvx.core.records import Record
 from kvx.core.setting import Setting
 from kvx.core.source import Source
@@ -37,7 +36,7 @@ from kvx.pipeline.control import Controls
 from kvx.pipeline.decode import decode_batch, decode_compressed
 from kvx.pipeline.diagnose import close
 from kvx.pipeline.encode import encode, prompt_hash
-from kvx.pipeline.transform import Transformed, transformed
+from kvx.pipeline.transform import Transformed, fail_transform, transformed
 from kvx.stores.artifacts import ArtifactStore
 from kvx.stores.tracing import Tracer
 
@@ -126,10 +125,7 @@ def open_job(
     except Exception as exc:  # a transform that fails on a source: never a wrong answer
         asked = identity.setting
         record.setting = setting_dict(Setting(asked.value if asked.kind == "ratio" else 0.0, None), asked)
-        if isinstance(exc, Unsupported):
-            record.fail("unsupported", f"transform {cell.transform_name}: {exc}")
-        else:
-            record.fail("error", f"transform {cell.transform_name}: {type(exc).__name__}: {exc}")
+        fail_transform(record, cell.transform_name, exc)
         return record, None
     comp_source, comp_prompt = source, prompt
     if out is not None:

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kvx.core.records import versions
+from kvx.core.errors import Unsupported
+from kvx.core.records import Record, versions
 from kvx.core.source import Segment, Source
 from kvx.modeling.reader import LoadedReader
 from kvx.stores.artifacts import ArtifactStore
@@ -105,3 +106,12 @@ def transformed(
     }
     store.put(key, manifest)
     return out
+
+
+def fail_transform(record: Record, name: str, exc: Exception) -> None:
+    """A transform that failed on a source: ``unsupported`` when it said it cannot apply, else an
+    ``error`` naming the exception; never a wrong answer."""
+    if isinstance(exc, Unsupported):
+        record.fail("unsupported", f"transform {name}: {exc}")
+    else:
+        record.fail("error", f"transform {name}: {type(exc).__name__}: {exc}")
