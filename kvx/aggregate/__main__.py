@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from kvx.aggregate.analyse.audit_settings import INTERVALS, TIE_RULES
 from kvx.aggregate.analyse.onset import DEFAULT_THRESHOLD, check_threshold
 from kvx.aggregate.read import cache
 from kvx.aggregate.read.sources import DirectorySource, MlflowSource, Source
@@ -64,6 +65,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--boot", type=int, default=2000, help="bootstrap draws per interval (default 2000)")
     p.add_argument("--seed", type=int, default=20260821, help="seed of every resampling (default 20260821)")
     p.add_argument(
+        "--min-gap",
+        type=float,
+        default=0.05,
+        help="raw upgrade (score fraction) a retention ratio and an excess-flip pair need (default 0.05)",
+    )
+    p.add_argument(
+        "--mcnemar-filter",
+        action="store_true",
+        help="excess flips only on pairs separated by exact McNemar p<.05 on the selection half",
+    )
+    p.add_argument(
+        "--ties",
+        choices=TIE_RULES,
+        default="not-reversal",
+        help="a scoring-half tie in the excess-flip replay: not a reversal (default), excluded from the "
+        "eligible pairs, or a raw tie counted as an adverse raw reversal",
+    )
+    p.add_argument(
+        "--interval",
+        choices=INTERVALS,
+        default="family-row",
+        help="endpoint retention interval: family-by-row draws re-selecting the endpoints (default) or "
+        "a row bootstrap of the fixed pair",
+    )
+    p.add_argument(
         "--onset-drop",
         type=float,
         default=DEFAULT_THRESHOLD,
@@ -100,6 +126,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         check_threshold(args.onset_drop, f"--onset-drop={args.onset_drop:g}")
     except ValueError as exc:
         p.error(str(exc))
+    if not 0.0 < args.min_gap < 1.0:
+        p.error(
+            f"--min-gap={args.min_gap:g} must be in (0, 1): a fraction of the score scale, e.g. 0.05 = 5 pp"
+        )
     for flag, pairs, form in (("pair", args.pair, "READER_A:READER_B"), ("swap", args.swap, "A:B")):
         for pair in pairs:
             if pair.count(":") != 1 or "" in pair.split(":"):
@@ -157,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
         cases=args.cases,
         case_sources=args.case,
         onset_drop=args.onset_drop,
+        min_gap=args.min_gap,
+        mcnemar_filter=args.mcnemar_filter,
+        ties=args.ties,
+        interval=args.interval,
     )
     out = args.out or Path("outputs") / "aggregate" / time.strftime("%Y%m%d-%H%M%S")
     if args.scores:

@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 
 from kvx.aggregate.analyse.answer_metrics import paired_answers
 from kvx.aggregate.analyse.audit import audit, with_families
+from kvx.aggregate.analyse.audit_settings import AuditSettings
 from kvx.aggregate.analyse.contrast import contrast, contrast_by_ratio
 from kvx.aggregate.analyse.cost_frontier import costs, frontier
 from kvx.aggregate.analyse.intervention import intervention
@@ -58,6 +59,14 @@ class Options:
     cases: int = 1  # KVDiagnosis paired cases (Figure 8 / Table 15) per task and category
     case_sources: list[str] = field(default_factory=list)  # sources whose C→W rows are shown as cases too
     onset_drop: float = DEFAULT_THRESHOLD  # the absolute drop of an answer metric that marks its onset
+    # reader-upgrade audit sensitivities (ragscale A.5, B.1): the defaults are the paper's
+    min_gap: float = 0.05  # raw upgrade an endpoint ratio and an excess-flip pair need
+    mcnemar_filter: bool = False  # excess flips only on McNemar-separated pairs (binary scores)
+    ties: str = "not-reversal"  # a scoring-half tie: not a reversal, "exclude"d, or an "adverse" raw reversal
+    interval: str = "family-row"  # endpoint retention interval: "family-row" (re-selected) or "row" (fixed)
+
+    def audit_settings(self) -> AuditSettings:
+        return AuditSettings(self.min_gap, self.mcnemar_filter, self.ties, self.interval)
 
 
 @dataclass
@@ -167,10 +176,16 @@ def analyse(
             audit_rows.append(swap)
             validated.problems.extend(found)
         audit_frame = with_families(pd.concat(audit_rows, ignore_index=True), options.families)
-        audited = audit(audit_frame, options.pairs, options.n_splits, options.n_boot, options.seed)
-        put("audit_readers", audited.readers)
-        put("audit_pairs", audited.pairs)
-        put("audit_panel", audited.panel)
+        audited = audit(
+            audit_frame,
+            options.pairs,
+            options.n_splits,
+            options.n_boot,
+            options.seed,
+            options.audit_settings(),
+        )
+        for name, frame in audited.tables().items():
+            put(name, frame)
         validated.problems.extend(audited.problems)
     if validated.unknown:
         put("provenance", validated.provenance())

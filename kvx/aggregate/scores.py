@@ -123,8 +123,10 @@ def audit_scores(paths: list[Path], options: Options) -> Result:
         problems += found
     rows = pd.concat(parts, ignore_index=True).sort_values(["task", "evidence", "reader", "row_id"])
     rows = with_families(rows.reset_index(drop=True), options.families)
-    audited = audit(rows, options.pairs, options.n_splits, options.n_boot, options.seed)
+    audited = audit(
+        rows, options.pairs, options.n_splits, options.n_boot, options.seed, options.audit_settings()
+    )
     problems += audited.problems
-    tables = {"audit_readers": audited.readers, "audit_pairs": audited.pairs, "audit_panel": audited.panel}
+    tables = audited.tables()
     tables["problems"] = pd.DataFrame([p.as_dict() for p in problems], columns=PROBLEM_COLUMNS)
     return Result(tables, problems, len(rows), len(rows))

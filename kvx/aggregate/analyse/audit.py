@@ -10,16 +10,35 @@ seeded row splits (the raw reversal rate is the raw-replay flip baseline), rescu
 exact McNemar (binary scores), and the paired errors-in-variables correlation between raw score
 and gain, with family-by-row intervals when the panel spans families. A text compressor must
 have handed every reader byte-identical evidence on every row (content hashes), or the audit of
-that panel is refused.
+that panel is refused. Judge verdicts (``full_j.<name>``) are the metric ``judge:<name>``, on the rows
+every answer was judged. The estimators of Tables 2-3, 8, 9 and 15, the graded rescue/damage, the
+corrected slope, headroom-scaled and disjoint-row EIV are in :mod:`kvx.aggregate.analyse.audit_extra`;
+how a table was computed (gap, tie rule, McNemar filter, interval) is in its columns (AuditSettings).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from kvx.aggregate.analyse.audit_extra import (
+    FLOOR_COLUMNS,
+    HELDOUT_COLUMNS,
+    JUDGE_PREFIX,
+    PANEL_EXTRA_COLUMNS,
+    SWAP_COLUMNS,
+    Panel,
+    floor_row,
+    heldout_row,
+    judged_rows,
+    panel_extra,
+    swap_rows,
+)
+from kvx.aggregate.analyse.audit_settings import MCNEMAR_ALPHA, AuditSettings
+from kvx.aggregate.analyse.endpoints import endpoint_bootstrap, interval_label
+from kvx.aggregate.analyse.score_changes import score_changes
 from kvx.aggregate.analyse.stats import (
     eiv_bootstrap,
     eiv_correlation,
@@ -47,6 +66,8 @@ READER_COLUMNS = [
     "gain",
     "rescue",
     "damage",
+    "rescue_change",
+    "damage_change",
 ]
 PAIR_COLUMNS = [
     *PANEL,
@@ -54,6 +75,8 @@ PAIR_COLUMNS = [
     "kind",
     "reader_a",
     "reader_b",
+    "min_gap",
+    "interval",
     "raw_upgrade",
     "raw_upgrade_low",
     "raw_upgrade_high",
@@ -72,6 +95,9 @@ PANEL_COLUMNS = [
     "metric",
     "n_readers",
     "n_rows",
+    "min_gap",
+    "ties",
+    "mcnemar_filter",
     "excess_flips",
     "excess_low",
     "excess_high",
@@ -90,17 +116,22 @@ PANEL_COLUMNS = [
     "eiv_non_psd_draws",
     "eiv_nonfinite_draws",
     "eiv_outside_unit_draws",
+    *PANEL_EXTRA_COLUMNS,
     "n_families",
     "artifact_check",
 ]
 
 
 def metrics(rows: pd.DataFrame) -> dict[str, tuple[str, str]]:
-    """The scores to audit: correct, score, then each task metric both conditions carry."""
+    """The scores to audit: correct, score, each task metric both conditions carry, then each judge's
+    verdicts as ``judge:<name>`` (LongMemEval's semantic score is a judge)."""
     out = {name: cols for name, cols in BASE_METRICS.items() if set(cols) <= set(rows.columns)}
     for column in sorted(rows.columns):
         if column.startswith("full_m.") and f"comp_m.{column[7:]}" in rows:
             out[column[7:]] = (column, f"comp_m.{column[7:]}")
+    for column in sorted(rows.columns):
+        if column.startswith("full_j.") and f"comp_j.{column[7:]}" in rows:
+            out[JUDGE_PREFIX + column[7:]] = (column, f"comp_j.{column[7:]}")
     return out
 
 
@@ -121,6 +152,20 @@ class AuditTables:
     pairs: pd.DataFrame
     panel: pd.DataFrame
     problems: list[Problem]
+    heldout: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=HELDOUT_COLUMNS))
+    floor: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=FLOOR_COLUMNS))
+    swap_difference: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SWAP_COLUMNS))
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The audit's tables by their report names."""
+        return {
+            "audit_readers": self.readers,
+            "audit_pairs": self.pairs,
+            "audit_panel": self.panel,
+            "audit_heldout": self.heldout,
+            "audit_floor": self.floor,
+            "audit_swap_difference": self.swap_difference,
+        }
 
 
 def _nan(value: float | None) -> float:
@@ -144,7 +189,12 @@ def _artifact_check(group: pd.DataFrame, label: str, problems: list[Problem]) ->
 
 
 def audit(
-    rows: pd.DataFrame, declared: list[tuple[str, str]], n_splits: int, n_boot: int, seed: int
+    rows: pd.DataFrame,
+    declared: list[tuple[str, str]],
+    n_splits: int,
+    n_boot: int,
+    seed: int,
+    settings: AuditSettings | None = None,
 ) -> AuditTables:
     supported = rows[rows["status"] == "supported"]
     revisions = supported.groupby("reader")["revision"].transform("nunique")
@@ -152,7 +202,9 @@ def audit(
     label = supported["reader"].where(revisions == 1, supported["reader"] + "@" + supported["revision"])
     supported = supported.assign(reader=label)
     audited = metrics(supported)
+    settings = settings or AuditSettings()
     readers_out, pairs_out, panel_out, problems = [], [], [], []
+    heldout_out, floor_out, panels = [], [], []
     for keys, group in supported.groupby(PANEL, sort=True):
         names = sorted(group["reader"].unique())
         if len(names) < 2:
@@ -184,25 +236,40 @@ def audit(
             if refused or group.empty:
                 panel_out.append(head | size | {"n_rows": len(shared), "artifact_check": check})
                 continue
-            raw = group.pivot(index="reader", columns="row_id", values=raw_col).loc[names].to_numpy(float)
+            raw_frame = group.pivot(index="reader", columns="row_id", values=raw_col).loc[names]
+            raw = raw_frame.to_numpy(float)
             comp = group.pivot(index="reader", columns="row_id", values=comp_col).loc[names].to_numpy(float)
+            row_ids = [str(r) for r in raw_frame.columns]
+            if metric.startswith(JUDGE_PREFIX):
+                keep = judged_rows(raw, comp, label, metric, problems)
+                raw, comp, row_ids = raw[:, keep], comp[:, keep], [r for r, k in zip(row_ids, keep) if k]
+                if raw.shape[1] < 2:
+                    continue  # the problem above counts the unjudged rows
             if not (np.isfinite(raw).all() and np.isfinite(comp).all()):
                 continue  # a metric some answers lack is not this task's metric: never imputed
             binary = _binary(raw) and _binary(comp)
-            readers_out += _readers(head, about, raw, comp, binary)
-            pairs_out += _pairs(head, names, raw, comp, declared, binary, n_boot, seed)
             families = list(about["family"])
+            panel = Panel(head, names, row_ids, families, raw, comp)
+            panels.append(panel)
+            readers_out += _readers(head, about, raw, comp, binary)
+            pairs_out += _pairs(panel, declared, binary, n_boot, seed, settings)
             panel_out.append(
                 head
-                | _panel(raw, comp, binary, families, n_splits, n_boot, seed)
+                | _panel(raw, comp, binary, families, n_splits, n_boot, seed, settings)
+                | panel_extra(panel, n_splits, n_boot, seed)
                 | size
                 | {"n_rows": raw.shape[1], "artifact_check": check}
             )
+            heldout_out.append(heldout_row(panel, settings, n_splits, seed))
+            floor_out.append(floor_row(panel, *endpoints(raw.mean(axis=1))))
     return AuditTables(
         pd.DataFrame(readers_out, columns=READER_COLUMNS),
         pd.DataFrame(pairs_out, columns=PAIR_COLUMNS),
         pd.DataFrame(panel_out, columns=PANEL_COLUMNS),
         problems,
+        pd.DataFrame(heldout_out, columns=HELDOUT_COLUMNS),
+        pd.DataFrame(floor_out, columns=FLOOR_COLUMNS),
+        pd.DataFrame(swap_rows(panels, settings, n_boot, seed), columns=SWAP_COLUMNS),
     )
 
 
@@ -219,6 +286,7 @@ def _readers(head: dict, about: pd.DataFrame, raw: np.ndarray, comp: np.ndarray,
             "comp_mean": comp[i].mean(),
         }
         row["gain"] = row["comp_mean"] - row["raw_mean"]
+        row["rescue_change"], row["damage_change"] = score_changes(raw[i], comp[i])
         if transitions is not None:
             row["rescue"], row["damage"] = _nan(transitions[i].rescue), _nan(transitions[i].damage)
         out.append(row)
@@ -226,15 +294,14 @@ def _readers(head: dict, about: pd.DataFrame, raw: np.ndarray, comp: np.ndarray,
 
 
 def _pairs(
-    head: dict,
-    names: list[str],
-    raw: np.ndarray,
-    comp: np.ndarray,
+    panel: Panel,
     declared: list[tuple[str, str]],
     binary: bool,
     n_boot: int,
     seed: int,
+    settings: AuditSettings,
 ) -> list[dict]:
+    head, names, raw, comp = panel.head, panel.names, panel.raw, panel.comp
     means = raw.mean(axis=1)
     low, high = endpoints(means)
     wanted = [("endpoints", low, high)] if low != high else []  # every reader ties: no upgrade to retain
@@ -243,18 +310,26 @@ def _pairs(
     for kind, a, b in wanted:
         up_raw = float(means[b] - means[a])
         up_comp = float(comp[b].mean() - comp[a].mean())
-        boot = upgrade_interval(raw[[a, b]], comp[[a, b]], n_boot=n_boot, seed=seed)
+        reselect = kind == "endpoints" and settings.interval == "family-row"
+        if reselect:  # Tables 2-3: families and rows drawn, the endpoints chosen again in each draw
+            boot = endpoint_bootstrap(raw, comp, panel.families, n_boot, seed, settings.min_gap)
+        else:
+            boot = upgrade_interval(
+                raw[[a, b]], comp[[a, b]], n_boot=n_boot, seed=seed, floor=settings.min_gap
+            )
         row = head | {
             "kind": kind,
             "reader_a": names[a],
             "reader_b": names[b],
+            "min_gap": settings.min_gap,
+            "interval": interval_label(panel.families, fixed_pair=not reselect),
             "raw_upgrade": up_raw,
             "raw_upgrade_low": boot.raw[0],
             "raw_upgrade_high": boot.raw[1],
             "comp_upgrade": up_comp,
             "comp_upgrade_low": boot.comp[0],
             "comp_upgrade_high": boot.comp[1],
-            "retention": _nan(retention(up_raw, up_comp)),
+            "retention": _nan(retention(up_raw, up_comp, floor=settings.min_gap)),
             "retention_low": _nan(boot.retention[0]),
             "retention_high": _nan(boot.retention[1]),
             "retention_undefined_draws": boot.n_undefined,
@@ -274,9 +349,22 @@ def _panel(
     n_splits: int,
     n_boot: int,
     seed: int,
+    settings: AuditSettings,
 ) -> dict:
-    flips = excess_flips(raw, comp, n_splits=n_splits, seed=seed)
+    alpha = MCNEMAR_ALPHA if settings.mcnemar and binary else None
+    flips = excess_flips(
+        raw,
+        comp,
+        n_splits=n_splits,
+        seed=seed,
+        min_gap=settings.min_gap,
+        mcnemar_alpha=alpha,
+        ties=settings.ties,
+    )
     out = {
+        "min_gap": settings.min_gap,
+        "ties": settings.ties,
+        "mcnemar_filter": settings.mcnemar_label(binary),
         "excess_flips": _nan(flips.median),
         "excess_low": _nan(flips.low),
         "excess_high": _nan(flips.high),

@@ -18,6 +18,7 @@ __all__ = [
     "EIV",
     "EIVBootstrap",
     "ExcessFlips",
+    "TIE_RULES",
     "RescueDamage",
     "auroc",
     "eiv_bootstrap",
@@ -215,6 +216,9 @@ def endpoints(raw_means: np.ndarray) -> tuple[int, int]:
 
 # ----------------------------------------------------------------------------- excess flips (ragscale 6, A.5)
 
+#: how a scoring-half tie counts (A.5): not a reversal (the paper's rule), excluded, or a raw reversal
+TIE_RULES = ("not-reversal", "exclude", "adverse")
+
 
 @dataclass(frozen=True)
 class ExcessFlips:
@@ -245,6 +249,7 @@ def excess_flips(
     seed: int = 0,
     min_gap: float = 0.05,
     mcnemar_alpha: float | None = None,
+    ties: str = "not-reversal",
 ) -> ExcessFlips:
     """Reversals under compression beyond the raw row-sampling floor (ragscale A.5).
 
@@ -253,7 +258,9 @@ def excess_flips(
     rest the scoring half. A pair is eligible when its raw selection-half mean difference is at
     least ``min_gap`` in magnitude (and, with ``mcnemar_alpha``, its exact McNemar p < alpha on
     that half; binary scores only). Oriented by that sign, it reverses when the scoring-half
-    difference has the opposite strict sign (a tie is not a reversal). Per split, excess =
+    difference has the opposite strict sign (``ties``: a scoring-half tie is not a reversal;
+    ``"exclude"`` drops a pair tied under raw or compressed evidence from that split's eligible pairs;
+    ``"adverse"`` counts a raw tie as a raw reversal: A.5's tie sensitivity). Per split, excess =
     comp rate - raw rate over eligible pairs; splits without eligible pairs are omitted.
     """
     r, c = _paired_panels(raw, comp, ("raw", "comp"))
@@ -261,6 +268,8 @@ def excess_flips(
     m, n = r.shape
     if min_gap <= 0:
         raise ValueError("min_gap must be positive: a pair tied on the selection half has no orientation")
+    if ties not in TIE_RULES:
+        raise ValueError(f"ties must be one of {TIE_RULES}, got {ties!r}")
     if mcnemar_alpha is not None and not np.isin(r, (0.0, 1.0)).all():
         raise ValueError("the McNemar filter needs binary raw scores")
     half = n // 2
@@ -286,8 +295,12 @@ def excess_flips(
             eligible &= _mcnemar_pass(b, cc, mcnemar_alpha)
         sign = np.sign(gap)
         raw_score, comp_score = r @ score.T, c @ score.T
-        raw_rev = eligible & (sign * (raw_score[second] - raw_score[first]) < 0)
-        comp_rev = eligible & (sign * (comp_score[second] - comp_score[first]) < 0)
+        raw_diff = sign * (raw_score[second] - raw_score[first])
+        comp_diff = sign * (comp_score[second] - comp_score[first])
+        if ties == "exclude":
+            eligible &= (raw_diff != 0) & (comp_diff != 0)
+        raw_rev = eligible & ((raw_diff <= 0) if ties == "adverse" else (raw_diff < 0))
+        comp_rev = eligible & (comp_diff < 0)
         k = eligible.sum(axis=0)
         used = k > 0
         raw_rate = raw_rev.sum(axis=0)[used] / k[used]
