@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import is_bool_dtype, is_integer_dtype, is_numeric_dtype
 
+from kvx.aggregate.analyse.audit_extra import EXPLANATION as AUDIT_EXPLANATION
 from kvx.aggregate.analyse.kvdiagnosis_tables import TABLES as KVDIAGNOSIS_TABLES
 from kvx.aggregate.analyse.tpbench import TABLES as TPBENCH_TABLES
 from kvx.aggregate.analyse.tpbench_gaps import EXPLANATION as GAP_EXPLANATION
@@ -196,9 +197,16 @@ SECTIONS: tuple[Section, ...] = (
         "baseline); eiv_r is the errors-in-variables corrected correlation of raw score with gain "
         "(negative: lower readers gain more), its interval resampling reader families with rows when the "
         "panel spans n_families > 1. In the plot the dashed diagonal is raw = compressed and rings mark "
-        "the endpoint readers.",
+        "the endpoint readers. " + AUDIT_EXPLANATION,
         ("reader_scaling",),
-        ("audit_readers", "audit_pairs", "audit_panel"),
+        (
+            "audit_readers",
+            "audit_pairs",
+            "audit_panel",
+            "audit_heldout",
+            "audit_floor",
+            "audit_swap_difference",
+        ),
         "no reader-upgrade audit (needs two or more readers sharing a task, evidence condition and setting)",
     ),
 )
