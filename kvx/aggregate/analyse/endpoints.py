@@ -246,8 +246,9 @@ def swap_difference(
         up = (_at(sums, hi) - _at(sums, lo)) / n
         ok = up >= min_gap
         undefined += int((~ok).sum())
-        up_swap = (_at(sw @ rows.T, hi) - _at(sw @ rows.T, lo)) / n
-        up_comp = (_at(cp @ rows.T, hi) - _at(cp @ rows.T, lo)) / n
+        sums_swap, sums_comp = sw @ rows.T, cp @ rows.T
+        up_swap = (_at(sums_swap, hi) - _at(sums_swap, lo)) / n
+        up_comp = (_at(sums_comp, hi) - _at(sums_comp, lo)) / n
         diffs.append((up_swap[ok] - up_comp[ok]) / up[ok])
     d_low, d_high = interval(np.concatenate(diffs))
     return SwapDifference(

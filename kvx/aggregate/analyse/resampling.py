@@ -17,6 +17,7 @@ Row splits (:func:`split_halves`) are the release's: split ``k`` is the ``k``-th
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from functools import lru_cache
 
 import numpy as np
 
@@ -36,24 +37,35 @@ def family_row_draws(
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Blocks of (row counts (draws x rows), reader counts (draws x readers)) for ``n_boot`` draws.
 
-    With a single family every reader is in every draw once (rows only)."""
+    With a single family every reader is in every draw once (rows only). The blocks of the last
+    request are kept (read-only), so the several family-by-row intervals of one panel draw once."""
     if n_boot < 1:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    yield from _draws(n_rows, tuple(families), n_boot, seed)
+
+
+@lru_cache(maxsize=1)
+def _draws(
+    n_rows: int, families: tuple[str, ...], n_boot: int, seed: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
     labels = np.asarray(families)
     rng = np.random.default_rng(seed)
     by_family = spans_families(families)
     names = sorted(set(families))
     family_of = np.searchsorted(names, labels)  # each reader's family index
+    blocks = []
     for start in range(0, n_boot, CHUNK):
         size = min(CHUNK, n_boot - start)
-        rows = np.empty((size, n_rows), dtype=np.int64)
-        readers = np.ones((size, labels.size), dtype=np.int64)
+        rows = np.empty((size, n_rows), dtype=np.int32)
+        readers = np.ones((size, labels.size), dtype=np.int32)
         for k in range(size):
             rows[k] = np.bincount(rng.integers(0, n_rows, n_rows), minlength=n_rows)
             if by_family:
                 drawn = np.bincount(rng.integers(0, len(names), len(names)), minlength=len(names))
                 readers[k] = drawn[family_of]
-        yield rows, readers
+        rows.flags.writeable = readers.flags.writeable = False
+        blocks.append((rows, readers))
+    return blocks
 
 
 def split_halves(n_rows: int, n_splits: int, seed: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
