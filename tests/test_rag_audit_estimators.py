@@ -308,7 +308,8 @@ def panel_rows(n_rows: int = 40) -> pd.DataFrame:
         }
         for evidence, comp in conditions.items():
             for i in range(n_rows):
-                judged = float(comp[i]) if i % 10 else math.nan  # every 10th row not judged
+                # every 10th row not judged; the judge never ran on the dense condition
+                judged = float(comp[i]) if i % 10 and evidence != "dense" else math.nan
                 out.append(
                     {
                         "status": "supported", "task": "hotpotqa", "evidence": evidence,
@@ -341,7 +342,9 @@ def test_a_panel_reports_every_new_column(tmp_path) -> None:
     assert (panel["ties"] == "exclude").all()
     judge = panel.loc[("recomp", "judge:llm")]
     assert judge["n_rows"] == 36  # rows 0, 10, 20, 30 not judged: left out, not imputed
-    assert any(p.check == "audit_judge" and "4 of 40 rows" in p.message for p in tables.problems)
+    judge_problems = [p for p in tables.problems if p.check == "audit_judge"]
+    assert judge_problems and all("4 of 40 rows" in p.message for p in judge_problems)
+    assert ("dense", "judge:llm") not in panel.index and not any("dense" in p.key for p in judge_problems)
     assert np.isfinite(panel.loc[("recomp", "correct"), ["eiv_slope", "headroom_eiv_r", "disjoint_r"]]).all()
     done = tables.swap_difference.query("status == 'ok' and metric == 'correct'")
     assert set(done["compression"]) == {"recomp"} and done["reference"].eq("none").all()
@@ -351,7 +354,7 @@ def test_a_panel_reports_every_new_column(tmp_path) -> None:
     new = [
         "interval", "min_gap", "ties", "mcnemar_filter", "rescue_change", "damage_change", "eiv_slope",
         "headroom_eiv_r", "disjoint_r", "valid_share", "n_pairs_selected", "modal_pair", "raw_range",
-        "comp_range", "retention_difference", "difference_low", "judge:llm",
+        "comp_range", "retention_difference", "retention_difference_low", "judge:llm",
     ]  # fmt: skip
     for name in [*new, "audit_heldout", "audit_floor", "audit_swap_difference"]:
         assert name in html, name

@@ -69,7 +69,7 @@ PANEL_EXTRA_COLUMNS = [
     "disjoint_r",
     "disjoint_low",
     "disjoint_high",
-    "disjoint_undefined_splits",
+    "n_disjoint_undefined_splits",
 ]
 HELDOUT_COLUMNS = [
     *HEAD,
@@ -112,8 +112,8 @@ SWAP_COLUMNS = [
     "swap_retention",
     "comp_retention",
     "retention_difference",
-    "difference_low",
-    "difference_high",
+    "retention_difference_low",
+    "retention_difference_high",
     "retention_undefined_draws",
 ]
 
@@ -138,9 +138,10 @@ def judged_rows(
     raw: np.ndarray, comp: np.ndarray, label: str, metric: str, problems: list[Problem]
 ) -> np.ndarray:
     """Rows of a judge metric every reader's two answers were judged on; the others (NaN: not judged,
-    an error or a source the judge does not apply to) leave this metric's panel, counted, not imputed."""
+    an error or a source the judge does not apply to) leave this metric's panel, counted, not imputed.
+    A panel with no judged row is not audited on that judge (it did not run there), without a problem."""
     keep = np.isfinite(raw).all(axis=0) & np.isfinite(comp).all(axis=0)
-    if not keep.all():
+    if keep.any() and not keep.all():  # a panel the judge never saw: not this panel's metric
         problems.append(
             Problem(
                 "audit_judge",
@@ -173,7 +174,7 @@ def panel_extra(panel: Panel, n_splits: int, n_boot: int, seed: int) -> dict:
             "disjoint_r": _nan(disjoint.median),
             "disjoint_low": _nan(disjoint.low),
             "disjoint_high": _nan(disjoint.high),
-            "disjoint_undefined_splits": disjoint.n_undefined,
+            "n_disjoint_undefined_splits": disjoint.n_undefined,
         }
     return out
 
@@ -272,8 +273,8 @@ def swap_rows(panels: list[Panel], settings: AuditSettings, n_boot: int, seed: i
                     "swap_retention": _nan(diff.swap_retention),
                     "comp_retention": _nan(diff.comp_retention),
                     "retention_difference": _nan(diff.difference),
-                    "difference_low": _nan(diff.low),
-                    "difference_high": _nan(diff.high),
+                    "retention_difference_low": _nan(diff.low),
+                    "retention_difference_high": _nan(diff.high),
                     "retention_undefined_draws": diff.n_undefined,
                 }
             )
