@@ -358,3 +358,13 @@ def test_a_panel_reports_every_new_column(tmp_path) -> None:
     ]  # fmt: skip
     for name in [*new, "audit_heldout", "audit_floor", "audit_swap_difference"]:
         assert name in html, name
+
+
+def test_draws_kept_for_the_next_interval_are_the_fresh_draws(monkeypatch) -> None:
+    from kvx.aggregate.analyse import resampling
+
+    kept = [rows.copy() for rows, _ in family_row_draws(10, ["a", "b"], 600, 3)]
+    monkeypatch.setattr(resampling, "KEPT_CELLS", 10)  # too large to keep: drawn afresh
+    fresh = [rows for rows, _ in family_row_draws(10, ["a", "b"], 600, 3)]
+    assert len(kept) == len(fresh) == 2 and all((k == f).all() for k, f in zip(kept, fresh, strict=True))
+    assert all(rows.sum(axis=1).tolist() == [10] * len(rows) for rows in fresh)

@@ -38,10 +38,18 @@ def family_row_draws(
     """Blocks of (row counts (draws x rows), reader counts (draws x readers)) for ``n_boot`` draws.
 
     With a single family every reader is in every draw once (rows only). The blocks of the last
-    request are kept (read-only), so the several family-by-row intervals of one panel draw once."""
+    request up to ``KEPT_CELLS`` row counts are kept (read-only), so the several family-by-row
+    intervals of one panel draw once."""
     if n_boot < 1:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
-    yield from _draws(n_rows, tuple(families), n_boot, seed)
+    if n_boot * n_rows > KEPT_CELLS:
+        yield from _draws.__wrapped__(n_rows, tuple(families), n_boot, seed)
+    else:
+        yield from _draws(n_rows, tuple(families), n_boot, seed)
+
+
+#: the largest draw set kept for the next interval: 64 MiB of int32 row counts (5,000 draws x 3,355 rows)
+KEPT_CELLS = 1 << 24
 
 
 @lru_cache(maxsize=1)
