@@ -368,3 +368,33 @@ def test_draws_kept_for_the_next_interval_are_the_fresh_draws(monkeypatch) -> No
     fresh = [rows for rows, _ in family_row_draws(10, ["a", "b"], 600, 3)]
     assert len(kept) == len(fresh) == 2 and all((k == f).all() for k, f in zip(kept, fresh, strict=True))
     assert all(rows.sum(axis=1).tolist() == [10] * len(rows) for rows in fresh)
+
+
+def test_the_options_reach_every_audit_table(tmp_path) -> None:
+    rows = panel_rows(12).query("evidence == 'recomp'")
+    table = rows.rename(columns={"full_correct": "raw_em", "comp_correct": "comp_em"})
+    table = table.assign(raw_f1=table["full_score"], comp_f1=table["comp_score"], compressor="recomp")
+    path = tmp_path / "scores.csv"
+    table[["row_id", "reader", "family", "compressor", "raw_em", "comp_em", "raw_f1", "comp_f1"]].to_csv(path)
+    out = tmp_path / "out"
+    args = ["--scores", str(path), "--out", str(out), "--no-log", "--no-plots", "--quiet", "--boot", "20"]
+    flags = [
+        "--splits",
+        "20",
+        "--min-gap",
+        "0.1",
+        "--ties",
+        "exclude",
+        "--interval",
+        "row",
+        "--mcnemar-filter",
+    ]
+    assert main([*args, *flags]) == 0
+    pairs = pd.read_csv(out / "audit_pairs.csv")
+    assert (pairs["interval"] == "rows, fixed pair").all() and (pairs["min_gap"] == 0.1).all()
+    panel = pd.read_csv(out / "audit_panel.csv").set_index("metric")
+    assert (panel["ties"] == "exclude").all() and panel.loc["em", "mcnemar_filter"] == "p<0.05"
+    assert panel.loc["f1", "mcnemar_filter"] == "not applicable: non-binary scores (unfiltered)"
+    for name in ("audit_heldout", "audit_floor", "audit_swap_difference"):
+        assert (out / f"{name}.csv").exists()
+    assert pd.read_csv(out / "audit_heldout.csv")["min_gap"].eq(0.1).all()
