@@ -17,6 +17,13 @@ from tqdm.auto import tqdm
 
 from kvx.aggregate.analyse.answer_metrics import paired_answers
 from kvx.aggregate.analyse.audit import audit, with_families
+from kvx.aggregate.analyse.audit_outcomes import (
+    MIN_SLICE_ROWS,
+    RETENTION_ALERT,
+    audit_changed,
+    audit_slices,
+    with_outcomes,
+)
 from kvx.aggregate.analyse.contrast import contrast, contrast_by_ratio
 from kvx.aggregate.analyse.cost_frontier import costs, frontier
 from kvx.aggregate.analyse.intervention import intervention
@@ -58,6 +65,9 @@ class Options:
     cases: int = 1  # KVDiagnosis paired cases (Figure 8 / Table 15) per task and category
     case_sources: list[str] = field(default_factory=list)  # sources whose C→W rows are shown as cases too
     onset_drop: float = DEFAULT_THRESHOLD  # the absolute drop of an answer metric that marks its onset
+    retention_alert: float = RETENTION_ALERT  # ragscale: retention below it labels an upgrade attenuated
+    slice_by: list[str] | None = None  # row hints the audit is sliced by (None: a scores file's hint columns)
+    min_slice_rows: int = MIN_SLICE_ROWS  # ragscale: a slice value with fewer rows is not reported
 
 
 @dataclass
@@ -169,9 +179,14 @@ def analyse(
         audit_frame = with_families(pd.concat(audit_rows, ignore_index=True), options.families)
         audited = audit(audit_frame, options.pairs, options.n_splits, options.n_boot, options.seed)
         put("audit_readers", audited.readers)
-        put("audit_pairs", audited.pairs)
+        audit_pairs = with_outcomes(audited.pairs, options.retention_alert)  # ragscale's outcome labels
+        put("audit_pairs", audit_pairs)
         put("audit_panel", audited.panel)
         validated.problems.extend(audited.problems)
+        slices, found = audit_slices(audit_frame, audit_pairs, options.slice_by or [], options.min_slice_rows)
+        put("audit_slices", slices)
+        put("audit_changed", audit_changed(audit_frame, audit_pairs))
+        validated.problems.extend(found)
     if validated.unknown:
         put("provenance", validated.provenance())
     tables["problems"] = pd.DataFrame([p.as_dict() for p in validated.problems], columns=PROBLEM_COLUMNS)
