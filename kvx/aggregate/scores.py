@@ -46,6 +46,11 @@ LAYOUT = {*REQUIRED, "task", "family", "prompt_format", "artifact_sha256", *ANSW
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
+def score_metrics(frame: pd.DataFrame) -> list[str]:
+    """The metrics of a scores file: each ``raw_<metric>`` with its ``comp_<metric>`` (not the answers)."""
+    return [c[4:] for c in frame if c.startswith("raw_") and f"comp_{c[4:]}" in frame and c not in ANSWERS]
+
+
 def read_scores(path: Path) -> pd.DataFrame:
     """The file as a table of strings and numbers; ValueError naming the file and what is wrong."""
     if not path.is_file():
@@ -71,7 +76,7 @@ def read_scores(path: Path) -> pd.DataFrame:
     if is_ragscale(frame):
         return frame
     missing = [c for c in REQUIRED if c not in frame]
-    metrics = [c[4:] for c in frame if c.startswith("raw_") and f"comp_{c[4:]}" in frame]
+    metrics = score_metrics(frame)
     if missing or not metrics:
         what = f"no column(s) {missing}" if missing else "no raw_<metric>/comp_<metric> column pair"
         raise ValueError(f"--scores {path}: {what}; it has {list(frame.columns)}")
@@ -87,7 +92,7 @@ def hint_columns(frame: pd.DataFrame, metrics: list[str]) -> list[str]:
 def score_rows(frame: pd.DataFrame, origin: str) -> tuple[pd.DataFrame, list[Problem]]:
     """Audit rows (the shape ``kvx.aggregate.analyse.audit`` reads) and the problems found on the way."""
     problems: list[Problem] = []
-    metrics = [c[4:] for c in frame if c.startswith("raw_") and f"comp_{c[4:]}" in frame]
+    metrics = score_metrics(frame)
     task = frame["task"].astype(str) if "task" in frame else "imported"
     rows = pd.DataFrame(
         {
@@ -183,6 +188,11 @@ def _audit_by_metric(rows: pd.DataFrame, order: list[str], options: Options) -> 
     )
 
 
+def _stacked(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    kept = [f for f in frames if not f.empty]
+    return pd.concat(kept, ignore_index=True) if kept else frames[0]
+
+
 def audit_scores(paths: list[Path], options: Options, manifests: list[Path] | None = None) -> Result:
     """The reader-upgrade audit of precomputed scores, as ``analyse`` returns it for records, with each
     comparison's outcome, its slices by row hint and its changed answers. A ragscale file
@@ -193,7 +203,7 @@ def audit_scores(paths: list[Path], options: Options, manifests: list[Path] | No
     pairs = list(options.pairs)
     for path in paths:
         frame, ragscale = _read(path, listed)
-        scored = [c[4:] for c in frame if c.startswith("raw_") and f"comp_{c[4:]}" in frame]
+        scored = score_metrics(frame)
         rows, found = score_rows(frame, str(path))
         parts.append(rows)
         problems += found
