@@ -1,6 +1,7 @@
-"""ragscale's outcome labels, release gate, slices and changed examples (kvx.aggregate.analyse.audit_outcomes),
-each rule pinned to the release (github.com/aimsresearchlab/ragscale at 5c65b09, src/ragscale/analysis.py
-``analyze_metric``, ``slice_rows``, ``_changed_examples``; cli.py's gate) and every number hand-computed."""
+"""ragscale's outcome labels, release gate, slices and changed examples
+(kvx.aggregate.analyse.audit_outcomes), each rule pinned to the release (github.com/aimsresearchlab/ragscale
+at 5c65b09, src/ragscale/analysis.py ``analyze_metric``, ``slice_rows``, ``_changed_examples``; cli.py's
+gate) and every number hand-computed."""
 
 from __future__ import annotations
 
