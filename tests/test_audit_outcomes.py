@@ -233,3 +233,28 @@ def test_the_report_shows_the_first_ten_of_each_comparison() -> None:
     ]
     shown = first_changed(pd.DataFrame(rows))
     assert len(shown) == 20 and list(shown["row_id"][:10]) == [f"r{i}" for i in range(10)]
+
+
+def test_hotpotqa_answers_carry_the_rows_type_and_level(tmp_path: Path) -> None:
+    """Source metadata stays out of records; the task's score details reach the aggregate (full_d.*)."""
+    import json
+
+    from kvx.tasks.hotpotqa import HotpotQA
+
+    rows = [
+        {
+            "_id": f"h{i}",
+            "question": "q",
+            "answer": "a",
+            "type": "bridge" if i else "comparison",
+            "level": "hard",
+            "context": [[f"T{j}", [f"S{j}."]] for j in range(10)],
+            "supporting_facts": [["T0", 0]],
+        }
+        for i in range(2)
+    ]
+    path = tmp_path / "hotpot.json"
+    path.write_text(json.dumps(rows))
+    sources = HotpotQA(path=str(path)).sources(2, 0, 0, len)
+    details = sorted(tuple(HotpotQA(path=str(path)).evaluate("a", s).details.items()) for s in sources)
+    assert details == [(("type", "bridge"), ("level", "hard")), (("type", "comparison"), ("level", "hard"))]
