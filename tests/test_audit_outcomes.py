@@ -258,3 +258,17 @@ def test_hotpotqa_answers_carry_the_rows_type_and_level(tmp_path: Path) -> None:
     sources = HotpotQA(path=str(path)).sources(2, 0, 0, len)
     details = sorted(tuple(HotpotQA(path=str(path)).evaluate("a", s).details.items()) for s in sources)
     assert details == [(("type", "bridge"), ("level", "hard")), (("type", "comparison"), ("level", "hard"))]
+
+
+def test_a_hint_column_never_overwrites_an_audit_column(tmp_path: Path) -> None:
+    path = _scores(tmp_path)
+    frame = pd.read_csv(path)
+    frame["status"] = "bogus"  # would hide every row from the audit if it were read as the row's status
+    frame.to_csv(path, index=False)
+    out = tmp_path / "out"
+    assert (
+        main(["--scores", str(path), "--out", str(out), "--no-log", "--quiet", "--no-plots", "--boot", "20"])
+        == 0
+    )
+    assert len(pd.read_csv(out / "audit_pairs.csv")) == 1
+    assert "'status' is a name the audit uses" in " ".join(pd.read_csv(out / "problems.csv")["message"])

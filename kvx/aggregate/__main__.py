@@ -327,7 +327,7 @@ def _audit_headlines(result: Result) -> None:
         print(
             f"  audit {where} ({row['metric']}): {row['reader_a']} -> {row['reader_b']} "
             f"raw {100 * row['raw_upgrade']:+.1f} pp, compressed {100 * row['comp_upgrade']:+.1f} pp, "
-            f"retention {retention}"
+            f"retention {retention}" + (f" ({row['outcome']})" if "outcome" in row else "")
         )
 
 

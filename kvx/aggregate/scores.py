@@ -126,6 +126,10 @@ def score_rows(frame: pd.DataFrame, origin: str) -> tuple[pd.DataFrame, list[Pro
                 )
             rows[prefix + metric] = values.where(~bad)
     for column in hint_columns(frame, metrics):
+        if column in rows:  # a hint may not overwrite what the audit reads (status, evidence, ...)
+            message = f"column {column!r} is a name the audit uses: not read as a row hint"
+            problems.append(Problem("score", "warning", origin, column, message))
+            continue
         rows[column] = frame[column]
     for column in ANSWERS:
         if column in frame:

@@ -211,7 +211,7 @@ def audit_changed(rows: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
             tb = _transition(b.at[row_id, raw_col], b.at[row_id, comp_col])
             if ta == tb == "unchanged":
                 continue
-            hint = _answer(a, row_id, ("question_type", "full_d.question_type"))
+            hint = _answer(a, row_id, ("question_type", "full_d.question_type", "full_d.type"))
             out.append(
                 keys
                 | {"row_id": row_id, "question_type": hint or "unspecified"}
