@@ -119,6 +119,10 @@ def _pair_frames(
     """Per comparison: its keys, reader a's and reader b's rows on the rows both answered (by row_id), and
     the metric's (raw, comp) columns."""
     supported = rows[rows["status"] == "supported"]
+    if "revision" in supported:  # as the audit names them: two revisions of one reader are two readers
+        revisions = supported.groupby("reader")["revision"].transform("nunique")
+        labels = supported["reader"].where(revisions == 1, supported["reader"] + "@" + supported["revision"])
+        supported = supported.assign(reader=labels)
     columns = metrics(supported)
     groups = dict(iter(supported.groupby(PANEL, sort=False)))
     out = []
