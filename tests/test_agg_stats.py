@@ -515,12 +515,14 @@ def test_upgrade_interval_constant_rows_and_floor() -> None:
     assert flat.retention == (None, None) and flat.n_undefined == 50
 
 
-def test_upgrade_interval_reproduces_multinomial_row_resampling() -> None:
+def test_upgrade_interval_reproduces_ragscales_row_resampling() -> None:
+    """ragscale release analysis.bootstrap_pair: one rng.integers(0, n, size=n) draw of rows per resample."""
     rng = np.random.default_rng(0)
     raw, comp = rng.integers(0, 2, (2, 30)).astype(float), rng.integers(0, 2, (2, 30)).astype(float)
     boot = upgrade_interval(raw, comp, n_boot=400, seed=9)
-    w = np.random.default_rng(9).multinomial(30, np.full(30, 1 / 30), size=400) / 30
-    up_raw, up_comp = w @ (raw[1] - raw[0]), w @ (comp[1] - comp[0])
+    draw = np.random.default_rng(9)
+    picks = np.stack([draw.integers(0, 30, size=30) for _ in range(400)])
+    up_raw, up_comp = (raw[1] - raw[0])[picks].mean(axis=1), (comp[1] - comp[0])[picks].mean(axis=1)
     assert boot.raw == pytest.approx(tuple(np.percentile(up_raw, [2.5, 97.5])))
     keep = np.abs(up_raw) >= 0.05
     assert boot.n_undefined == int((~keep).sum())

@@ -6,6 +6,11 @@ python -m kvx.aggregate --records DIR            # record files produced anywher
 python -m kvx.aggregate --strict                 # exit 1 on any validation problem
 python -m kvx.aggregate --swap bm25_top_k:dense_top_k   # also audit one evidence condition against another
 python -m kvx.aggregate --scores scores.csv      # audit precomputed per-row, per-reader scores
+python -m kvx.aggregate --scores paired_scores.csv --manifest artifact_manifest.jsonl  # a ragscale audit
+python -m kvx.aggregate --fail-on attenuated,reversed  # exit 3 when a compared upgrade is so labelled
+
+Exit codes: 0 done; 1 --strict and a validation problem; 2 bad input; 3 the release gate failed
+(--fail-on / --retention-alert: the comparisons are named on stderr).
 """
 
 from __future__ import annotations
@@ -17,6 +22,16 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from kvx.aggregate.analyse.audit_outcomes import (
+    ATTENUATED,
+    MIN_SLICE_ROWS,
+    OUTCOMES,
+    RETENTION_ALERT,
+    REVERSED,
+    check_alert,
+    gate,
+    parse_outcomes,
+)
 from kvx.aggregate.analyse.audit_settings import INTERVALS, TIE_RULES
 from kvx.aggregate.analyse.onset import DEFAULT_THRESHOLD, check_threshold
 from kvx.aggregate.read import cache
@@ -30,6 +45,7 @@ if TYPE_CHECKING:
     from kvx.aggregate.publish.plots import Drawer
 
 DEFAULT_URI = "sqlite:///outputs/mlflow.db"
+GATE_FAILED = 3  # exit code: a compared upgrade has an outcome --fail-on lists (1 and 2 are taken)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -102,6 +118,38 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--case", action="append", default=[], help="SOURCE_ID: also show its C→W rows as cases (repeatable)"
     )
+    gate = p.add_argument_group("release gate and slices (ragscale)")
+    gate.add_argument(
+        "--fail-on",
+        type=_outcomes,
+        default=[],
+        help="exit 3 when a compared upgrade's outcome is one of these (comma-separated: "
+        f"{', '.join(OUTCOMES)})",
+    )
+    gate.add_argument(
+        "--retention-alert",
+        type=float,
+        help=f"retention below it labels an upgrade attenuated (default {RETENTION_ALERT:g}); given "
+        "without --fail-on, exit 3 when an upgrade is attenuated or reversed",
+    )
+    gate.add_argument(
+        "--slice-by",
+        type=lambda text: [f.strip() for f in text.split(",") if f.strip()],
+        help="row hints to slice the audit by, e.g. question_type,difficulty (default: a scores file's "
+        "hint columns; records: none)",
+    )
+    gate.add_argument(
+        "--min-slice-rows",
+        type=int,
+        default=MIN_SLICE_ROWS,
+        help=f"a slice value with fewer rows is not reported (default {MIN_SLICE_ROWS})",
+    )
+    src.add_argument(
+        "--manifest",
+        action="append",
+        type=Path,
+        help="ragscale artifact_manifest.jsonl to check a ragscale --scores file's artifact hashes against",
+    )
     p.add_argument("--strict", action="store_true", help="exit 1 when validation finds any problem")
     p.add_argument("--close-stale", action="store_true", help="mark sweep runs left RUNNING as KILLED")
     p.add_argument("--export-records", type=Path, help="also write the records read as a record directory")
@@ -119,17 +167,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--workers", type=int, help="processes reading records and drawing figures (default: every CPU)"
     )
     args = p.parse_args(argv)
-    for name in ("splits", "boot", "workers", "cases"):
+    for name in ("splits", "boot", "workers", "cases", "min_slice_rows"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
-            p.error(f"--{name}={getattr(args, name)} must be a positive integer")
+            p.error(f"--{name.replace('_', '-')}={getattr(args, name)} must be a positive integer")
     try:
         check_threshold(args.onset_drop, f"--onset-drop={args.onset_drop:g}")
+        if args.retention_alert is not None:
+            check_alert(args.retention_alert)
     except ValueError as exc:
         p.error(str(exc))
     if not 0.0 < args.min_gap < 1.0:
         p.error(
             f"--min-gap={args.min_gap:g} must be in (0, 1): a fraction of the score scale, e.g. 0.05 = 5 pp"
         )
+    if args.manifest and not args.scores:
+        p.error("--manifest checks a ragscale --scores file: give --scores too")
     for flag, pairs, form in (("pair", args.pair, "READER_A:READER_B"), ("swap", args.swap, "A:B")):
         for pair in pairs:
             if pair.count(":") != 1 or "" in pair.split(":"):
@@ -191,13 +243,16 @@ def main(argv: list[str] | None = None) -> int:
         mcnemar_filter=args.mcnemar_filter,
         ties=args.ties,
         interval=args.interval,
+        retention_alert=RETENTION_ALERT if args.retention_alert is None else args.retention_alert,
+        slice_by=args.slice_by,
+        min_slice_rows=args.min_slice_rows,
     )
     out = args.out or Path("outputs") / "aggregate" / time.strftime("%Y%m%d-%H%M%S")
     if args.scores:
         from kvx.aggregate.scores import audit_scores
 
         try:
-            result = audit_scores(args.scores, options)
+            result = audit_scores(args.scores, options, args.manifest)
         except (FileNotFoundError, ValueError) as exc:
             print(f"kvx.aggregate: {exc}", file=sys.stderr)
             return 2
@@ -226,7 +281,30 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_cache:
         cache.prune(cache.default_root())
     errors = sum(p.severity == "error" for p in result.problems)
-    return 1 if args.strict and result.problems else (2 if result.n_rows == 0 and errors else 0)
+    if args.strict and result.problems:
+        return 1
+    if result.n_rows == 0 and errors:
+        return 2
+    return _gate(result, args)
+
+
+def _outcomes(text: str) -> list[str]:
+    try:
+        return parse_outcomes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--fail-on ")) from None
+
+
+def _gate(result: Result, args: argparse.Namespace) -> int:
+    """ragscale's release gate: GATE_FAILED naming each comparison whose outcome is listed."""
+    fail_on = args.fail_on or ([ATTENUATED, REVERSED] if args.retention_alert is not None else [])
+    failing = gate(result.tables.get("audit_pairs"), fail_on)
+    if not failing:
+        return 0
+    print(f"kvx.aggregate: release gate failed ({', '.join(fail_on)}):", file=sys.stderr)
+    for line in failing:
+        print(f"  {line}", file=sys.stderr)
+    return GATE_FAILED
 
 
 class _Figures:
@@ -283,7 +361,7 @@ def _audit_headlines(result: Result) -> None:
         print(
             f"  audit {where} ({row['metric']}): {row['reader_a']} -> {row['reader_b']} "
             f"raw {100 * row['raw_upgrade']:+.1f} pp, compressed {100 * row['comp_upgrade']:+.1f} pp, "
-            f"retention {retention}"
+            f"retention {retention}" + (f" ({row['outcome']})" if "outcome" in row else "")
         )
 
 

@@ -17,6 +17,13 @@ from tqdm.auto import tqdm
 
 from kvx.aggregate.analyse.answer_metrics import paired_answers
 from kvx.aggregate.analyse.audit import audit, with_families
+from kvx.aggregate.analyse.audit_outcomes import (
+    MIN_SLICE_ROWS,
+    RETENTION_ALERT,
+    audit_changed,
+    audit_slices,
+    with_outcomes,
+)
 from kvx.aggregate.analyse.audit_settings import AuditSettings
 from kvx.aggregate.analyse.contrast import contrast, contrast_by_ratio
 from kvx.aggregate.analyse.cost_frontier import costs, frontier
@@ -67,6 +74,10 @@ class Options:
 
     def audit_settings(self) -> AuditSettings:
         return AuditSettings(self.min_gap, self.mcnemar_filter, self.ties, self.interval)
+
+    retention_alert: float = RETENTION_ALERT  # ragscale: retention below it labels an upgrade attenuated
+    slice_by: list[str] | None = None  # row hints the audit is sliced by (None: a scores file's hint columns)
+    min_slice_rows: int = MIN_SLICE_ROWS  # ragscale: a slice value with fewer rows is not reported
 
 
 @dataclass
@@ -184,9 +195,16 @@ def analyse(
             options.seed,
             options.audit_settings(),
         )
+        audit_pairs = with_outcomes(audited.pairs, options.retention_alert)  # ragscale's outcome labels
         for name, frame in audited.tables().items():
-            put(name, frame)
+            put(name, audit_pairs if name == "audit_pairs" else frame)
         validated.problems.extend(audited.problems)
+        slices, found = audit_slices(
+            audit_frame, audit_pairs, options.slice_by or [], options.min_slice_rows, options.min_gap
+        )
+        put("audit_slices", slices)
+        put("audit_changed", audit_changed(audit_frame, audit_pairs))
+        validated.problems.extend(found)
     if validated.unknown:
         put("provenance", validated.provenance())
     tables["problems"] = pd.DataFrame([p.as_dict() for p in validated.problems], columns=PROBLEM_COLUMNS)

@@ -8,7 +8,13 @@ A scores file is CSV or JSONL with one row per (row, reader, compressor)::
 
 Every ``raw_<metric>``/``comp_<metric>`` pair is audited as ``<metric>``. ``artifact_sha256`` is
 the compressed text each reader received: the same hash checks as for kvx records apply, so a
-panel whose readers did not all get the identical artifact is refused.
+panel whose readers did not all get the identical artifact is refused. ``raw_answer``/``comp_answer``
+are the answers scored (shown with the changed examples); any other column is a row hint
+(``question_type``, ``difficulty``) the audit is sliced by unless ``--slice-by`` names others.
+
+ragscale's own ``paired_scores.csv`` / ``records.jsonl`` are recognised by their columns and read as
+they are (``kvx.aggregate.read.ragscale_scores``); ``--manifest artifact_manifest.jsonl`` checks their
+artifact hashes.
 """
 
 from __future__ import annotations
@@ -16,16 +22,33 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
+from kvx.aggregate.analyse.audit import AuditTables, audit, metrics, with_families
+from kvx.aggregate.analyse.audit_outcomes import audit_changed, audit_slices, with_outcomes
 from kvx.aggregate.read.problems import Problem
+from kvx.aggregate.read.ragscale_scores import (
+    RagscaleScores,
+    check_manifest,
+    from_ragscale,
+    is_ragscale,
+    read_manifest,
+)
 from kvx.aggregate.read.sources import Source
 from kvx.aggregate.run import PROBLEM_COLUMNS, Options, Result
 
 REQUIRED = ("row_id", "reader", "compressor")
+ANSWERS = ("raw_answer", "comp_answer")  # optional: the answers behind the scores (changed examples)
+LAYOUT = {*REQUIRED, "task", "family", "prompt_format", "artifact_sha256", *ANSWERS}
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def score_metrics(frame: pd.DataFrame) -> list[str]:
+    """The metrics of a scores file: each ``raw_<metric>`` with its ``comp_<metric>`` (not the answers)."""
+    return [c[4:] for c in frame if c.startswith("raw_") and f"comp_{c[4:]}" in frame and c not in ANSWERS]
 
 
 def read_scores(path: Path) -> pd.DataFrame:
@@ -33,25 +56,43 @@ def read_scores(path: Path) -> pd.DataFrame:
     if not path.is_file():
         raise FileNotFoundError(f"--scores {path}: no such file")
     if path.suffix == ".csv":
-        frame = pd.read_csv(path, dtype={"row_id": str, "reader": str, "artifact_sha256": str})
+        # answers and hints stay text ("1838" is an answer, not a number); scores parse round-trip exact
+        text = (
+            "row_id",
+            "example_id",
+            "reader",
+            "artifact_sha256",
+            *ANSWERS,
+            "compressed_answer",
+            "question_type",
+        )
+        frame = pd.read_csv(path, dtype=dict.fromkeys(text, str), float_precision="round_trip")
     else:
         lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         try:
             frame = pd.DataFrame([json.loads(line) for line in lines])
         except json.JSONDecodeError as exc:
             raise ValueError(f"--scores {path}: not JSON Lines ({exc})") from None
+    if is_ragscale(frame):
+        return frame
     missing = [c for c in REQUIRED if c not in frame]
-    metrics = [c[4:] for c in frame if c.startswith("raw_") and f"comp_{c[4:]}" in frame]
+    metrics = score_metrics(frame)
     if missing or not metrics:
         what = f"no column(s) {missing}" if missing else "no raw_<metric>/comp_<metric> column pair"
         raise ValueError(f"--scores {path}: {what}; it has {list(frame.columns)}")
     return frame
 
 
+def hint_columns(frame: pd.DataFrame, metrics: list[str]) -> list[str]:
+    """The row hints of a scores file: every column that is not its layout's (question_type, ...)."""
+    scored = {f"{side}{m}" for m in metrics for side in ("raw_", "comp_")}
+    return [c for c in frame.columns if c not in LAYOUT and c not in scored]
+
+
 def score_rows(frame: pd.DataFrame, origin: str) -> tuple[pd.DataFrame, list[Problem]]:
     """Audit rows (the shape ``kvx.aggregate.analyse.audit`` reads) and the problems found on the way."""
     problems: list[Problem] = []
-    metrics = [c[4:] for c in frame if c.startswith("raw_") and f"comp_{c[4:]}" in frame]
+    metrics = score_metrics(frame)
     task = frame["task"].astype(str) if "task" in frame else "imported"
     rows = pd.DataFrame(
         {
@@ -84,6 +125,15 @@ def score_rows(frame: pd.DataFrame, origin: str) -> tuple[pd.DataFrame, list[Pro
                     )  # fmt: skip
                 )
             rows[prefix + metric] = values.where(~bad)
+    for column in hint_columns(frame, metrics):
+        if column in rows:  # a hint may not overwrite what the audit reads (status, evidence, ...)
+            message = f"column {column!r} is a name the audit uses: not read as a row hint"
+            problems.append(Problem("score", "warning", origin, column, message))
+            continue
+        rows[column] = frame[column]
+    for column in ANSWERS:
+        if column in frame:
+            rows[column] = frame[column]
     hashes = rows["text_hash"].dropna().astype(str)
     for index in hashes.index[~hashes.str.fullmatch(SHA256)]:
         problems.append(
@@ -112,21 +162,91 @@ class ScoresSource(Source):
         super().__init__({"scores": ", ".join(map(str, paths))})
 
 
-def audit_scores(paths: list[Path], options: Options) -> Result:
-    """The reader-upgrade audit of precomputed scores, as ``analyse`` returns it for records."""
-    from kvx.aggregate.analyse.audit import audit, with_families
+def _read(path: Path, manifests: list[pd.DataFrame]) -> tuple[pd.DataFrame, RagscaleScores | None]:
+    frame = read_scores(path)
+    if not is_ragscale(frame):
+        return frame, None
+    ragscale = from_ragscale(frame, str(path))
+    for manifest in manifests:
+        ragscale.problems += check_manifest(ragscale.frame, manifest, str(path))
+    return ragscale.frame, ragscale
 
-    parts, problems = [], []
+
+def _audit_by_metric(rows: pd.DataFrame, order: list[str], options: Options) -> AuditTables:
+    """ragscale's runner seeds the bootstrap of its i-th metric with seed + i (release ``runner.py``):
+    a ragscale file's metrics are audited one at a time with those seeds, so its intervals are the
+    release's; every other metric with the seed itself."""
+    columns = metrics(rows)
+    parts = []
+    for metric in columns:
+        others = [c for m, cols in columns.items() if m != metric for c in cols]
+        seed = options.seed + (order.index(metric) if metric in order else 0)
+        parts.append(
+            audit(
+                rows.drop(columns=others),
+                options.pairs,
+                options.n_splits,
+                options.n_boot,
+                seed,
+                options.audit_settings(),
+            )
+        )
+    problems = list({(p.check, p.key, p.message): p for part in parts for p in part.problems}.values())
+    stacked = {
+        name: pd.concat([part.tables()[name] for part in parts], ignore_index=True)
+        for name in parts[0].tables()
+    }
+    return AuditTables(
+        stacked["audit_readers"],
+        stacked["audit_pairs"],
+        stacked["audit_panel"],
+        problems,
+        stacked["audit_heldout"],
+        stacked["audit_floor"],
+        stacked["audit_swap_difference"],
+    )
+
+
+def _stacked(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    kept = [f for f in frames if not f.empty]
+    return pd.concat(kept, ignore_index=True) if kept else frames[0]
+
+
+def audit_scores(paths: list[Path], options: Options, manifests: list[Path] | None = None) -> Result:
+    """The reader-upgrade audit of precomputed scores, as ``analyse`` returns it for records, with each
+    comparison's outcome, its slices by row hint and its changed answers. A ragscale file
+    (``kvx.aggregate.read.ragscale_scores``) also declares its current -> candidate pair, names its hint
+    fields and is checked against each ``manifests`` artifact manifest."""
+    listed = [read_manifest(path) for path in manifests or []]
+    parts, problems, order, hints = [], [], [], []
+    pairs = list(options.pairs)
     for path in paths:
-        rows, found = score_rows(read_scores(path), str(path))
+        frame, ragscale = _read(path, listed)
+        scored = score_metrics(frame)
+        rows, found = score_rows(frame, str(path))
         parts.append(rows)
         problems += found
+        if ragscale is None:
+            hints += hint_columns(frame, scored)
+            continue
+        problems += ragscale.problems
+        order += [m for m in ragscale.metrics if m not in order]
+        hints += ragscale.hint_fields
+        if ragscale.comparison and ragscale.comparison not in pairs:
+            pairs.append(ragscale.comparison)
     rows = pd.concat(parts, ignore_index=True).sort_values(["task", "evidence", "reader", "row_id"])
     rows = with_families(rows.reset_index(drop=True), options.families)
-    audited = audit(
-        rows, options.pairs, options.n_splits, options.n_boot, options.seed, options.audit_settings()
-    )
+    declared = replace(options, pairs=pairs)
+    audited = _audit_by_metric(rows, order, declared)
     problems += audited.problems
-    tables = audited.tables()
+    pairs_table = with_outcomes(audited.pairs, options.retention_alert)
+    fields = options.slice_by if options.slice_by is not None else list(dict.fromkeys(hints))
+    slices, found = audit_slices(rows, pairs_table, fields, options.min_slice_rows, options.min_gap)
+    problems += found
+    tables = audited.tables() | {
+        "audit_pairs": pairs_table,
+        "audit_slices": slices,
+        "audit_changed": audit_changed(rows, pairs_table),
+    }
     tables["problems"] = pd.DataFrame([p.as_dict() for p in problems], columns=PROBLEM_COLUMNS)
     return Result(tables, problems, len(rows), len(rows))

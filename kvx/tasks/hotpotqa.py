@@ -28,6 +28,9 @@ from kvx.tasks.jsonl import load_rows, seeded_order
 from kvx.tasks.rag import INSTRUCTION, pool_segments, raw_policy, score_rag
 from kvx.tasks.ruler import require_ruler_data, ruler_data_file
 
+#: the row hints HotpotQA supplies (bridge / comparison; easy / medium / hard)
+HINTS = ("type", "level")
+
 
 def hotpot_segments(
     paragraphs: list[Any],
@@ -99,5 +102,8 @@ class HotpotQA(Task):
 
     def evaluate(self, answer: str, source: Source) -> Score:
         """KVDiagnosis containment as the score; HotpotQA's official EM and token F1 beside it
-        (ragscale's metrics)."""
-        return score_rag(answer, source)
+        (ragscale's metrics); the row's question type and level as details, so the aggregate can slice
+        the reader-upgrade audit by them (``--slice-by type,level``)."""
+        score = score_rag(answer, source)
+        score.details.update({k: source.metadata[k] for k in HINTS if source.metadata.get(k)})
+        return score

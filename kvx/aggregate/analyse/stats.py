@@ -432,6 +432,14 @@ class UpgradeInterval:
     n_undefined: int  # draws whose raw upgrade fell below the floor: retention undefined, not replaced
 
 
+def _release_percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
+    """Percentiles at 2.5 and 97.5 for level 0.95, exactly: ``50 * (1 - 0.95)`` is 2.500000000000002 in
+    floating point, which would move the interpolation off the release's ``np.percentile(v, 2.5)``."""
+    low_q = round(50.0 * (1.0 - level), 12)
+    low, high = np.percentile(values, [low_q, 100.0 - low_q])
+    return float(low), float(high)
+
+
 def upgrade_interval(
     raw: np.ndarray,
     comp: np.ndarray,
@@ -442,23 +450,33 @@ def upgrade_interval(
 ) -> UpgradeInterval:
     """Resample rows jointly for a pair's (2 x rows) raw and compressed scores, reader a then b.
 
-    Draw ``k`` weights the rows by ``rng.multinomial(n, uniform)``, i.e. row resampling with
-    replacement; upgrades are b - a; retention uses only draws with |raw upgrade| >= ``floor``.
+    The draws are ragscale's (release ``analysis.bootstrap_pair``): ``rng = default_rng(seed)``, then
+    for each draw ``rng.integers(0, n, size=n)`` row indices, one call per draw (a single call for
+    all draws would consume the stream differently); the upgrades are the mean of b - a over the
+    drawn rows; retention uses only draws with |raw upgrade| >= ``floor``. The same seed therefore
+    gives the release's intervals to float precision.
     """
     r, c = _paired_panels(raw, comp, ("raw", "comp"))
     if r.shape[0] != 2:
         raise ValueError(f"an upgrade needs exactly 2 readers, got {r.shape[0]}")
     _check_bootstrap(n_boot, level)
     n = r.shape[1]
-    weights = np.random.default_rng(seed).multinomial(n, np.full(n, 1.0 / n), size=n_boot) / n
-    up_raw = weights @ (r[1] - r[0])
-    up_comp = weights @ (c[1] - c[0])
+    rng = np.random.default_rng(seed)
+    d_raw, d_comp = r[1] - r[0], c[1] - c[0]
+    up_raw, up_comp = np.empty(n_boot), np.empty(n_boot)
+    block = max(1, _BLOCK_CELLS // n)
+    for start in range(0, n_boot, block):
+        size = min(block, n_boot - start)
+        picks = np.stack([rng.integers(0, n, size=n) for _ in range(size)])
+        # a row mean over the contiguous axis sums as np.mean of one draw does (pairwise)
+        up_raw[start : start + size] = d_raw[picks].mean(axis=1)
+        up_comp[start : start + size] = d_comp[picks].mean(axis=1)
     defined = np.abs(up_raw) >= floor
     ratio = up_comp[defined] / up_raw[defined]
     return UpgradeInterval(
-        raw=_interval(up_raw, level),
-        comp=_interval(up_comp, level),
-        retention=_interval(ratio, level) if ratio.size else (None, None),
+        raw=_release_percentiles(up_raw, level),
+        comp=_release_percentiles(up_comp, level),
+        retention=_release_percentiles(ratio, level) if ratio.size else (None, None),
         n_undefined=int((~defined).sum()),
     )
 

@@ -22,6 +22,7 @@ import pandas as pd
 from pandas.api.types import is_bool_dtype, is_integer_dtype, is_numeric_dtype
 
 from kvx.aggregate.analyse.audit_extra import EXPLANATION as AUDIT_EXPLANATION
+from kvx.aggregate.analyse.audit_outcomes import CHANGED_SHOWN, first_changed
 from kvx.aggregate.analyse.kvdiagnosis_tables import TABLES as KVDIAGNOSIS_TABLES
 from kvx.aggregate.analyse.tpbench import TABLES as TPBENCH_TABLES
 from kvx.aggregate.analyse.tpbench_gaps import EXPLANATION as GAP_EXPLANATION
@@ -197,7 +198,15 @@ SECTIONS: tuple[Section, ...] = (
         "baseline); eiv_r is the errors-in-variables corrected correlation of raw score with gain "
         "(negative: lower readers gain more), its interval resampling reader families with rows when the "
         "panel spans n_families > 1. In the plot the dashed diagonal is raw = compressed and rings mark "
-        "the endpoint readers. " + AUDIT_EXPLANATION,
+        "the endpoint readers. outcome is ragscale's label of each compared upgrade, first rule that holds: "
+        "not separated (|raw_upgrade| < 5 pp), reversed (raw and compressed upgrade of opposite sign), "
+        "attenuated (retention below --retention-alert, default 0.75), else preserved; --fail-on makes the "
+        "command exit 3 on the outcomes listed. audit_slices: the same upgrades within each value of a row "
+        "hint (--slice-by; a scores file's hint columns), values with fewer than --min-slice-rows rows left "
+        "out, retention N/A below 5 pp. audit_changed: the rows a binary metric's comparison changes, "
+        "rescued (raw wrong, compressed right) or damaged (the reverse) for either reader, with both "
+        f"readers' answers; the report shows the first {CHANGED_SHOWN} of each comparison, the CSV all. "
+        + AUDIT_EXPLANATION,
         ("reader_scaling",),
         (
             "audit_readers",
@@ -206,6 +215,8 @@ SECTIONS: tuple[Section, ...] = (
             "audit_heldout",
             "audit_floor",
             "audit_swap_difference",
+            "audit_slices",
+            "audit_changed",
         ),
         "no reader-upgrade audit (needs two or more readers sharing a task, evidence condition and setting)",
     ),
@@ -604,10 +615,18 @@ def _section_html(
     parts.extend(_figure_html(path) for path in images)
     for name in section.tables:
         if name in present:
-            parts.append(_table_html(name, present[name], out))
+            parts.append(_table_html(name, SHOWN.get(name, _all)(present[name]), out))
         else:
             parts.append(f'<h3>{_esc(name)}</h3><p class="empty">No rows.</p>')
     return "\n".join(parts)
+
+
+def _all(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame
+
+
+#: tables the report shows a part of (the CSV holds every row)
+SHOWN = {"audit_changed": first_changed}
 
 
 def _other_html(extra: Mapping[str, pd.DataFrame], out: Path) -> str:
