@@ -2,10 +2,10 @@
 (release github.com/aimsresearchlab/ragscale at 5c65b09, examples/openrouter-hotpotqa/audit/)
 reproduced figure by figure.
 
-The release's ``summary.json`` is committed (tests/fixtures/ragscale_openrouter_hotpotqa); its
-per-row ``paired_scores.csv`` (1.4 MB) is not: ``test_summary_json_is_reproduced`` runs when that file
-is next to the summary or in the folder ``KVX_RAGSCALE_AUDIT`` names. The rest runs on miniatures in
-the release's layout written here.
+The release's ``summary.json`` and its per-row ``paired_scores.csv`` (the columns an audit reads) are
+committed (tests/fixtures/ragscale_openrouter_hotpotqa); ``KVX_RAGSCALE_AUDIT=FOLDER`` points
+``test_summary_json_is_reproduced`` at the release's whole folder instead. The rest runs on
+miniatures in the release's layout written here.
 """
 
 from __future__ import annotations
@@ -266,10 +266,12 @@ def test_a_repeated_example_reader_metric_is_refused(tmp_path: Path) -> None:
 
 
 def _release_folder() -> Path:
-    for folder in (FIXTURE, Path(os.environ.get("KVX_RAGSCALE_AUDIT", FIXTURE))):
-        if (folder / "paired_scores.csv").is_file():
-            return folder
-    pytest.skip(f"the release's paired_scores.csv (1.4 MB, not committed): put {RELEASE_URL} in {FIXTURE}")
+    """The committed columns, or the release's whole audit folder (``KVX_RAGSCALE_AUDIT``)."""
+    folder = Path(os.environ.get("KVX_RAGSCALE_AUDIT", FIXTURE))
+    assert (folder / "paired_scores.csv").is_file(), (
+        f"no paired_scores.csv in {folder} (release: {RELEASE_URL})"
+    )
+    return folder
 
 
 def _close(kvx: float | None, release: float | None) -> bool:
