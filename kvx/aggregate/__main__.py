@@ -62,6 +62,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--splits", type=int, default=5000, help="row splits for excess flips (default 5000)")
     p.add_argument("--boot", type=int, default=2000, help="bootstrap draws per interval (default 2000)")
+    p.add_argument(
+        "--null-draws", type=int, default=200, help="draws of each audit null (ragscale A.6; default 200)"
+    )
+    p.add_argument(
+        "--null-splits", type=int, default=250, help="row splits per audit null draw (default 250)"
+    )
     p.add_argument("--seed", type=int, default=20260821, help="seed of every resampling (default 20260821)")
     p.add_argument(
         "--onset-drop",
@@ -93,9 +99,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--workers", type=int, help="processes reading records and drawing figures (default: every CPU)"
     )
     args = p.parse_args(argv)
-    for name in ("splits", "boot", "workers", "cases"):
+    for name in ("splits", "boot", "workers", "cases", "null_draws", "null_splits"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
-            p.error(f"--{name}={getattr(args, name)} must be a positive integer")
+            p.error(f"--{name.replace('_', '-')}={getattr(args, name)} must be a positive integer")
     try:
         check_threshold(args.onset_drop, f"--onset-drop={args.onset_drop:g}")
     except ValueError as exc:
@@ -157,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         cases=args.cases,
         case_sources=args.case,
         onset_drop=args.onset_drop,
+        null_draws=args.null_draws,
+        null_splits=args.null_splits,
     )
     out = args.out or Path("outputs") / "aggregate" / time.strftime("%Y%m%d-%H%M%S")
     if args.scores:

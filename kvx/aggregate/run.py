@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 
 from kvx.aggregate.analyse.answer_metrics import paired_answers
 from kvx.aggregate.analyse.audit import audit, with_families
+from kvx.aggregate.analyse.audit_controls import AuditControls
 from kvx.aggregate.analyse.contrast import contrast, contrast_by_ratio
 from kvx.aggregate.analyse.cost_frontier import costs, frontier
 from kvx.aggregate.analyse.intervention import intervention
@@ -58,6 +59,8 @@ class Options:
     cases: int = 1  # KVDiagnosis paired cases (Figure 8 / Table 15) per task and category
     case_sources: list[str] = field(default_factory=list)  # sources whose C→W rows are shown as cases too
     onset_drop: float = DEFAULT_THRESHOLD  # the absolute drop of an answer metric that marks its onset
+    null_draws: int = 200  # ragscale A.6: draws of each order-preserving null
+    null_splits: int = 250  # ragscale A.6: row splits each null draw is replayed over
 
 
 @dataclass
@@ -87,6 +90,11 @@ def _exported(batches: Iterable[Batch], root: Path | None) -> Iterator[Batch]:
         if root is not None:
             _export(batch, root)
         yield batch
+
+
+def audit_controls(options: Options) -> AuditControls:
+    """The audit controls (ragscale A.6-A.7) with this run's splits, seed and null counts."""
+    return AuditControls(options.n_splits, options.seed, options.null_draws, options.null_splits)
 
 
 def analyse(
@@ -167,10 +175,15 @@ def analyse(
             audit_rows.append(swap)
             validated.problems.extend(found)
         audit_frame = with_families(pd.concat(audit_rows, ignore_index=True), options.families)
-        audited = audit(audit_frame, options.pairs, options.n_splits, options.n_boot, options.seed)
+        controls = audit_controls(options)
+        audited = audit(
+            audit_frame, options.pairs, options.n_splits, options.n_boot, options.seed, controls.visit
+        )
         put("audit_readers", audited.readers)
         put("audit_pairs", audited.pairs)
         put("audit_panel", audited.panel)
+        for name, frame in controls.tables().items():
+            put(name, frame)  # ragscale A.6-A.7: nulls, transitions, resolution, three-reader screen
         validated.problems.extend(audited.problems)
     if validated.unknown:
         put("provenance", validated.provenance())

@@ -22,7 +22,7 @@ import pandas as pd
 
 from kvx.aggregate.read.problems import Problem
 from kvx.aggregate.read.sources import Source
-from kvx.aggregate.run import PROBLEM_COLUMNS, Options, Result
+from kvx.aggregate.run import PROBLEM_COLUMNS, Options, Result, audit_controls
 
 REQUIRED = ("row_id", "reader", "compressor")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -123,8 +123,10 @@ def audit_scores(paths: list[Path], options: Options) -> Result:
         problems += found
     rows = pd.concat(parts, ignore_index=True).sort_values(["task", "evidence", "reader", "row_id"])
     rows = with_families(rows.reset_index(drop=True), options.families)
-    audited = audit(rows, options.pairs, options.n_splits, options.n_boot, options.seed)
+    controls = audit_controls(options)
+    audited = audit(rows, options.pairs, options.n_splits, options.n_boot, options.seed, controls.visit)
     problems += audited.problems
     tables = {"audit_readers": audited.readers, "audit_pairs": audited.pairs, "audit_panel": audited.panel}
+    tables |= controls.tables()
     tables["problems"] = pd.DataFrame([p.as_dict() for p in problems], columns=PROBLEM_COLUMNS)
     return Result(tables, problems, len(rows), len(rows))

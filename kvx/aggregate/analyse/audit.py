@@ -15,6 +15,7 @@ that panel is refused.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -143,8 +144,17 @@ def _artifact_check(group: pd.DataFrame, label: str, problems: list[Problem]) ->
     return None
 
 
+#: told of each audited panel: (head, readers, families, raw, comp, panel rows); the audit controls
+Visit = Callable[[dict, list[str], list[str], np.ndarray, np.ndarray, pd.DataFrame], None]
+
+
 def audit(
-    rows: pd.DataFrame, declared: list[tuple[str, str]], n_splits: int, n_boot: int, seed: int
+    rows: pd.DataFrame,
+    declared: list[tuple[str, str]],
+    n_splits: int,
+    n_boot: int,
+    seed: int,
+    visit: Visit | None = None,
 ) -> AuditTables:
     supported = rows[rows["status"] == "supported"]
     revisions = supported.groupby("reader")["revision"].transform("nunique")
@@ -189,6 +199,8 @@ def audit(
             if not (np.isfinite(raw).all() and np.isfinite(comp).all()):
                 continue  # a metric some answers lack is not this task's metric: never imputed
             binary = _binary(raw) and _binary(comp)
+            if visit is not None:
+                visit(head, names, list(about["family"]), raw, comp, group)
             readers_out += _readers(head, about, raw, comp, binary)
             pairs_out += _pairs(head, names, raw, comp, declared, binary, n_boot, seed)
             families = list(about["family"])
