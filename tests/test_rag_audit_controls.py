@@ -19,6 +19,7 @@ from kvx.aggregate.analyse.audit_nulls import (
     row_exchangeable,
     transition_homogeneity,
 )
+from kvx.aggregate.analyse.audit_predictive import clustered_interval, loco_errors, predictive_audit, spacing
 from kvx.aggregate.analyse.audit_resolution import (
     mcnemar_cutoffs,
     resolution_cost,
@@ -267,6 +268,39 @@ def test_screen_expansion_triggers() -> None:
         validate_screen(raw[:2], raw[:2], list("ab"), 1, 0)
 
 
+def test_leave_one_cell_out_errors_by_hand() -> None:
+    assert spacing(np.array([0.1, 0.5, 0.3])) == pytest.approx(0.2)
+    excess, spacings = np.array([0.1, 0.2, 0.3]), np.array([1.0, 2.0, 3.0])
+    base, index, held = loco_errors(excess, spacings, np.ones(3), np.array(["a", "a", "a"]))
+    assert base == pytest.approx([0, 0, 0])  # excess = spacing / 10 exactly: the line predicts each cell
+    # index x = 1 / spacing; without cell 0 the line through (1/2, .2), (1/3, .3) is .5 - .6x: -.1 at 1
+    assert index == pytest.approx([0.2, 0.05, 0.2 / 3])  # cell 1: .4 - .3x at 1/2; cell 2: .3 - .2x at 1/3
+    assert held == pytest.approx([1, 1, 1])
+    # class dispersion never uses the held-out cell: cell 0 -> cell 1 (same class), cell 2 -> all others
+    _, _, held = loco_errors(excess, spacings, np.array([1.0, 2.0, 4.0]), np.array(["a", "a", "b"]))
+    assert held == pytest.approx([2.0, 1.0, 1.5])
+    assert clustered_interval(np.array([0.5, 0.5]), np.array(["t", "t"]), 20, 0) == (0.5, 0.5)
+
+
+def test_predictive_audit_tables() -> None:
+    readers, panel = [], []
+    for c, (comp, gains) in enumerate(
+        [("x", (0.0, 0.1, 0.2)), ("x", (0.0, 0.2, 0.1)), ("y", (0.1, 0.1, 0.4))]
+    ):
+        cell = {"task": f"t{c % 2}", "evidence": "e", "compressor": comp, "setting": "-", "metric": "em"}
+        for i, gain in enumerate(gains):
+            readers.append(cell | {"reader": f"r{i}", "raw_mean": 0.2 * (i + 1) * (c + 1) / 3, "gain": gain})
+        panel.append(cell | {"excess_flips": 0.1 * (c + 1)})
+    out = predictive_audit(pd.DataFrame(readers), pd.DataFrame(panel), n_boot=10, seed=0)
+    cells = out["audit_predictive_cells"].sort_values("excess_flips")  # rows come in task order
+    assert cells["spacing"].tolist() == pytest.approx([0.2 / 3, 0.4 / 3, 0.2])
+    assert cells["dispersion"].tolist() == pytest.approx([0.1, 0.1, math.sqrt(0.03)])
+    summary = out["audit_predictive"].iloc[0]
+    assert summary.n_cells == 3 and summary.n_tasks == 2 and summary.status == "ok"
+    assert summary.mae_difference == pytest.approx(summary.index_mae - summary.baseline_mae)
+    assert summary.baseline_mae == pytest.approx(cells["baseline_error"].mean())
+
+
 def test_every_control_table_comes_out_of_the_aggregate(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     readers = [f"r{i}" for i in range(5)]
@@ -312,6 +346,9 @@ def test_every_control_table_comes_out_of_the_aggregate(tmp_path: Path) -> None:
     screen = pd.read_csv(out / "audit_screen.csv").set_index("metric")
     assert screen.loc["em", "n_splits_used"] == 40 and screen.loc["em", "primary_triplet"].count(" / ") == 2
     assert 0 <= screen.loc["em", "false_reassurance_share"] <= screen.loc["em", "panel_expand_share"] + 1e-12
+    predictive = pd.read_csv(out / "audit_predictive.csv")  # one cell per metric: too few to fit
+    assert set(predictive["status"]) == {"needs 3 cells of the metric"}
+    assert (pd.read_csv(out / "audit_predictive_cells.csv")["status"] == "ok").all()
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "Audit control: order-preserving nulls" in html and "three-reader screen" in html
 

@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 from kvx.aggregate.analyse.answer_metrics import paired_answers
 from kvx.aggregate.analyse.audit import audit, with_families
 from kvx.aggregate.analyse.audit_controls import AuditControls
+from kvx.aggregate.analyse.audit_predictive import predictive_audit
 from kvx.aggregate.analyse.contrast import contrast, contrast_by_ratio
 from kvx.aggregate.analyse.cost_frontier import costs, frontier
 from kvx.aggregate.analyse.intervention import intervention
@@ -184,6 +185,10 @@ def analyse(
         put("audit_panel", audited.panel)
         for name, frame in controls.tables().items():
             put(name, frame)  # ragscale A.6-A.7: nulls, transitions, resolution, three-reader screen
+        for name, frame in predictive_audit(
+            audited.readers, audited.panel, options.n_boot, options.seed
+        ).items():
+            put(name, frame)  # after ragscale B.7: kvx's leave-one-cell-out spacing vs instability index
         validated.problems.extend(audited.problems)
     if validated.unknown:
         put("provenance", validated.provenance())

@@ -115,6 +115,7 @@ class ScoresSource(Source):
 def audit_scores(paths: list[Path], options: Options) -> Result:
     """The reader-upgrade audit of precomputed scores, as ``analyse`` returns it for records."""
     from kvx.aggregate.analyse.audit import audit, with_families
+    from kvx.aggregate.analyse.audit_predictive import predictive_audit
 
     parts, problems = [], []
     for path in paths:
@@ -127,6 +128,8 @@ def audit_scores(paths: list[Path], options: Options) -> Result:
     audited = audit(rows, options.pairs, options.n_splits, options.n_boot, options.seed, controls.visit)
     problems += audited.problems
     tables = {"audit_readers": audited.readers, "audit_pairs": audited.pairs, "audit_panel": audited.panel}
-    tables |= controls.tables()
+    tables |= controls.tables() | predictive_audit(
+        audited.readers, audited.panel, options.n_boot, options.seed
+    )
     tables["problems"] = pd.DataFrame([p.as_dict() for p in problems], columns=PROBLEM_COLUMNS)
     return Result(tables, problems, len(rows), len(rows))

@@ -1,5 +1,5 @@
 """What the report says about the audit controls (``kvx.aggregate.analyse.audit_controls``, ragscale
-A.6-A.7): one (anchor, heading, explanation, table) per control, shown only when it ran."""
+A.6-A.7): one (anchor, heading, explanation, tables) per control, shown only when it ran."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ SECTIONS = (
         "raw score. Each is drawn --null-draws times and replayed over the first --null-splits splits; "
         "null_* = median and 2.5-97.5 percentiles over draws of each draw's split medians; exceeded_share = "
         "share of draws whose both-half rate the observed one exceeds.",
-        "audit_nulls",
+        ("audit_nulls",),
     ),
     (
         "control_transitions",
@@ -31,7 +31,7 @@ SECTIONS = (
         "chi-square of readers x {event, not} among each reader's eligible cells (no continuity "
         "correction), with dof and p: a small p rejects one shared rate, the independent-uniform null's "
         "premise.",
-        "audit_transitions",
+        ("audit_transitions",),
     ),
     (
         "control_resolution",
@@ -45,7 +45,7 @@ SECTIONS = (
         "the other (per-split median; low/high over splits). token_cost_ratio = median over pairs of the "
         "pair's ratio times its mean compressed / raw prompt-token ratio (served readers' billed prompt "
         "tokens; token_status says when there are none), with its interquartile range.",
-        "audit_resolution",
+        ("audit_resolution",),
     ),
     (
         "control_screen",
@@ -58,6 +58,18 @@ SECTIONS = (
         "splits where the screen is negative while the panel expands (_of_expand: among splits where the "
         "panel expands); n_false_triplets = triplet identities with any such split; visible_share = share "
         "of the panel's compressed reversals whose two readers are both in that split's triplet.",
-        "audit_screen",
+        ("audit_screen",),
+    ),
+    (
+        "control_predictive",
+        "Audit control: spacing vs instability index, leave one cell out (after ragscale Table 18)",
+        "kvx's own definition (the paper names but does not define its frozen index): a cell is an audited "
+        "panel and metric with 3+ readers and an excess-flip median; spacing = median adjacent gap of sorted "
+        "raw reader means; dispersion = cross-reader SD of gains; class_dispersion = the mean dispersion of "
+        "the other cells with the same compressor (else all other cells). Baseline: excess ~ spacing; "
+        "index: excess ~ class_dispersion / spacing; each an OLS line fitted on the other cells of the "
+        "metric, scored by absolute error on the held-out one. mae_difference = index - baseline mean "
+        "error (positive: spacing predicts better), its interval resampling tasks.",
+        ("audit_predictive", "audit_predictive_cells"),
     ),
 )
