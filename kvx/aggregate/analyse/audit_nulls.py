@@ -13,8 +13,8 @@ from scipy.stats import chi2_contingency
 
 from kvx.aggregate.analyse.audit_splits import replay, split_blocks
 
-#: null draws replayed together (memory: draws x pairs x splits booleans)
-_DRAW_CHUNK = 25
+#: cells (draws x pairs x splits) of the null draws replayed together, to bound memory
+_CHUNK_CELLS = 1 << 19
 
 
 @dataclass(frozen=True)
@@ -140,8 +140,10 @@ def null_replay(
     rng = np.random.default_rng(draw_seed)
     selects = list(split_blocks(raw.shape[1], n_splits, split_seed))
     excess, both = [], []
-    for start in range(0, n_draws, _DRAW_CHUNK):
-        stack = NULLS[kind](raw, comp, min(_DRAW_CHUNK, n_draws - start), rng)
+    m = raw.shape[0]
+    chunk = max(1, _CHUNK_CELLS // max(1, m * (m - 1) // 2 * n_splits))
+    for start in range(0, n_draws, chunk):
+        stack = NULLS[kind](raw, comp, min(chunk, n_draws - start), rng)
         ex, bo = [], []
         for select in selects:
             r = replay(raw, stack, select, min_gap)
