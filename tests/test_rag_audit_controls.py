@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from kvx.aggregate.__main__ import main
+from kvx.aggregate.analyse.audit_controls import TABLES
 from kvx.aggregate.analyse.audit_nulls import (
     both_half_reversals,
     independent_uniform,
@@ -29,7 +30,11 @@ from kvx.aggregate.analyse.audit_resolution import (
 from kvx.aggregate.analyse.audit_screen import choose_triplet, validate_screen
 from kvx.aggregate.analyse.audit_splits import replay, split_blocks
 from kvx.aggregate.analyse.stats import excess_flips, pair_mcnemar
+from kvx.aggregate.read.sources import DirectorySource
+from kvx.aggregate.run import Options, analyse
+from kvx.core.records import Answer, dumps, validate
 from kvx.diagnostics.stats import exact_mcnemar
+from kvx.testing.synthetic import ratio_record
 
 # three readers, four rows; the selection half is rows 0 and 1
 RAW = np.array([[0, 0, 1, 0], [1, 1, 1, 1], [1, 0, 0, 0]], dtype=float)
@@ -357,3 +362,51 @@ def test_null_options_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["--scores", "x.csv", "--null-draws", "0"])
     assert "--null-draws=0 must be a positive integer" in capsys.readouterr().err
+
+
+def _answer(ok: bool, prompt_tokens: int) -> Answer:
+    text = "yes" if ok else "no"
+    served = {"endpoint": "http://127.0.0.1:8000/v1", "model": "m", "prompt_tokens": prompt_tokens}
+    return Answer(text, text, float(ok), ok, None, "eos", served=served)
+
+
+def test_records_through_the_aggregate_carry_served_prompt_tokens(tmp_path: Path) -> None:
+    # four served readers, 12 rows; raw prompts bill 100 tokens, compressed ones 25: token ratio 1/4
+    rng = np.random.default_rng(1)
+    records = []
+    for i, reader in enumerate(["a", "b", "c", "d"]):
+        raw = rng.random(12) < 0.2 + 0.2 * i
+        comp = rng.random(12) < 0.5
+        for j in range(12):
+            r = ratio_record(
+                "t",
+                f"s{j}",
+                reader,
+                "snapkv",
+                0.5,
+                references=["yes"],
+                split=f"t|{reader}",
+                prompt_hash=f"{j:064x}",
+                n_context_tokens=80,
+                n_question_tokens=10,
+                config_hash="h",
+                versions={},
+                full=_answer(bool(raw[j]), 100),
+            )
+            r.pair(r.full, _answer(bool(comp[j]), 25))
+            records.append(r.to_dict())
+    for r in records:
+        validate(r)
+    (tmp_path / "cell.jsonl").write_text(dumps(records))
+    options = Options(n_splits=20, n_boot=20, seed=1, progress=False, workers=1, null_draws=4, null_splits=5)
+    tables = analyse(DirectorySource([tmp_path]), options).tables
+    for name in (*TABLES, "audit_predictive", "audit_predictive_cells"):
+        assert name in tables
+    resolution = tables["audit_resolution"].set_index("metric")
+    assert resolution.loc["correct", "token_ratio"] == pytest.approx(0.25)
+    assert resolution.loc["correct", "token_status"] in {
+        "served prompt tokens",
+        "no pair with a finite ratio",
+    }
+    assert set(tables["audit_nulls"]["n_null_draws"]) == {4}
+    assert tables["audit_screen"].set_index("metric").loc["correct", "n_splits_used"] == 20
