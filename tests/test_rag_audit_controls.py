@@ -341,7 +341,7 @@ def test_every_control_table_comes_out_of_the_aggregate(tmp_path: Path) -> None:
     assert nulls.loc[("f1", "independent_uniform"), "status"].startswith("not applicable")
     assert nulls.loc[("f1", "row_exchangeable"), "status"] == "ok"
     transitions = pd.read_csv(out / "audit_transitions.csv").set_index("metric")
-    assert 0 <= transitions.loc["em", "rescue_p"] <= 1 and transitions.loc["em", "rescue_dof"] == 4
+    assert 0 <= transitions.loc["em", "rescued_p"] <= 1 and transitions.loc["em", "rescued_dof"] == 4
     assert transitions.loc["f1", "status"].startswith("not applicable")
     resolution = pd.read_csv(out / "audit_resolution.csv").set_index("metric")
     assert 0 <= resolution.loc["em", "same_share"] <= 1 and resolution.loc["em", "n_half_rows"] == 20

@@ -49,15 +49,15 @@ TRANSITION_COLUMNS = [
     "rescue_rate_min",
     "rescue_rate_max",
     "rescue_rate_sd",
-    "rescue_chi2",
-    "rescue_dof",
-    "rescue_p",
+    "rescued_chi2",
+    "rescued_dof",
+    "rescued_p",
     "damage_rate_min",
     "damage_rate_max",
     "damage_rate_sd",
-    "damage_chi2",
-    "damage_dof",
-    "damage_p",
+    "damaged_chi2",
+    "damaged_dof",
+    "damaged_p",
     "status",
 ]
 RESOLUTION_COLUMNS = [
@@ -204,13 +204,13 @@ class AuditControls:
         t = transition_homogeneity(raw, comp)
         row = head | {
             "rescue_rate_sd": t.rescue_sd,
-            "rescue_chi2": t.rescue_chi2,
-            "rescue_dof": t.rescue_dof,
-            "rescue_p": t.rescue_p,
+            "rescued_chi2": t.rescue_chi2,
+            "rescued_dof": t.rescue_dof,
+            "rescued_p": t.rescue_p,
             "damage_rate_sd": t.damage_sd,
-            "damage_chi2": t.damage_chi2,
-            "damage_dof": t.damage_dof,
-            "damage_p": t.damage_p,
+            "damaged_chi2": t.damage_chi2,
+            "damaged_dof": t.damage_dof,
+            "damaged_p": t.damage_p,
             "status": t.reason or "ok",
         }
         for name, rates in (("rescue", t.rescue), ("damage", t.damage)):

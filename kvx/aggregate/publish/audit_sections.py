@@ -27,7 +27,7 @@ SECTIONS = (
         "control_transitions",
         "Audit control: transition homogeneity (ragscale A.6)",
         "Per reader, rescue rate = rescued / raw-wrong cells and damage rate = damaged / raw-correct cells "
-        "(binary scores); _min, _max and _sd (ddof 1) over readers. rescue_chi2 / damage_chi2: Pearson "
+        "(binary scores); _min, _max and _sd (ddof 1) over readers. rescued_chi2 / damaged_chi2: Pearson "
         "chi-square of readers x {event, not} among each reader's eligible cells (no continuity "
         "correction), with dof and p: a small p rejects one shared rate, the independent-uniform null's "
         "premise.",
