@@ -79,6 +79,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--splits", type=int, default=5000, help="row splits for excess flips (default 5000)")
     p.add_argument("--boot", type=int, default=2000, help="bootstrap draws per interval (default 2000)")
+    p.add_argument(
+        "--null-draws", type=int, default=200, help="draws of each audit null (ragscale A.6; default 200)"
+    )
+    p.add_argument(
+        "--null-splits", type=int, default=250, help="row splits per audit null draw (default 250)"
+    )
     p.add_argument("--seed", type=int, default=20260821, help="seed of every resampling (default 20260821)")
     p.add_argument(
         "--min-gap",
@@ -167,7 +173,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--workers", type=int, help="processes reading records and drawing figures (default: every CPU)"
     )
     args = p.parse_args(argv)
-    for name in ("splits", "boot", "workers", "cases", "min_slice_rows"):
+    for name in ("splits", "boot", "workers", "cases", "min_slice_rows", "null_draws", "null_splits"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')}={getattr(args, name)} must be a positive integer")
     try:
@@ -246,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         retention_alert=RETENTION_ALERT if args.retention_alert is None else args.retention_alert,
         slice_by=args.slice_by,
         min_slice_rows=args.min_slice_rows,
+        null_draws=args.null_draws,
+        null_splits=args.null_splits,
     )
     out = args.out or Path("outputs") / "aggregate" / time.strftime("%Y%m%d-%H%M%S")
     if args.scores:

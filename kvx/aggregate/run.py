@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 
 from kvx.aggregate.analyse.answer_metrics import paired_answers
 from kvx.aggregate.analyse.audit import audit, with_families
+from kvx.aggregate.analyse.audit_controls import AuditControls
 from kvx.aggregate.analyse.audit_outcomes import (
     MIN_SLICE_ROWS,
     RETENTION_ALERT,
@@ -24,6 +25,7 @@ from kvx.aggregate.analyse.audit_outcomes import (
     audit_slices,
     with_outcomes,
 )
+from kvx.aggregate.analyse.audit_predictive import predictive_audit
 from kvx.aggregate.analyse.audit_settings import AuditSettings
 from kvx.aggregate.analyse.contrast import contrast, contrast_by_ratio
 from kvx.aggregate.analyse.cost_frontier import costs, frontier
@@ -72,12 +74,14 @@ class Options:
     ties: str = "not-reversal"  # a scoring-half tie: not a reversal, "exclude"d, or an "adverse" raw reversal
     interval: str = "family-row"  # endpoint retention interval: "family-row" (re-selected) or "row" (fixed)
 
-    def audit_settings(self) -> AuditSettings:
-        return AuditSettings(self.min_gap, self.mcnemar_filter, self.ties, self.interval)
-
     retention_alert: float = RETENTION_ALERT  # ragscale: retention below it labels an upgrade attenuated
     slice_by: list[str] | None = None  # row hints the audit is sliced by (None: a scores file's hint columns)
     min_slice_rows: int = MIN_SLICE_ROWS  # ragscale: a slice value with fewer rows is not reported
+    null_draws: int = 200  # ragscale A.6: draws of each order-preserving null
+    null_splits: int = 250  # ragscale A.6: row splits each null draw is replayed over
+
+    def audit_settings(self) -> AuditSettings:
+        return AuditSettings(self.min_gap, self.mcnemar_filter, self.ties, self.interval)
 
 
 @dataclass
@@ -107,6 +111,13 @@ def _exported(batches: Iterable[Batch], root: Path | None) -> Iterator[Batch]:
         if root is not None:
             _export(batch, root)
         yield batch
+
+
+def audit_controls(options: Options) -> AuditControls:
+    """The audit controls (ragscale A.6-A.7) with this run's splits, seed and null counts."""
+    return AuditControls(
+        options.n_splits, options.seed, options.null_draws, options.null_splits, options.min_gap
+    )
 
 
 def analyse(
@@ -187,6 +198,7 @@ def analyse(
             audit_rows.append(swap)
             validated.problems.extend(found)
         audit_frame = with_families(pd.concat(audit_rows, ignore_index=True), options.families)
+        controls = audit_controls(options)
         audited = audit(
             audit_frame,
             options.pairs,
@@ -194,10 +206,17 @@ def analyse(
             options.n_boot,
             options.seed,
             options.audit_settings(),
+            controls.visit,
         )
         audit_pairs = with_outcomes(audited.pairs, options.retention_alert)  # ragscale's outcome labels
         for name, frame in audited.tables().items():
             put(name, audit_pairs if name == "audit_pairs" else frame)
+        for name, frame in controls.tables().items():
+            put(name, frame)  # ragscale A.6-A.7: nulls, transitions, resolution, three-reader screen
+        for name, frame in predictive_audit(
+            audited.readers, audited.panel, options.n_boot, options.seed
+        ).items():
+            put(name, frame)  # after ragscale B.7: kvx's leave-one-cell-out spacing vs instability index
         validated.problems.extend(audited.problems)
         slices, found = audit_slices(
             audit_frame, audit_pairs, options.slice_by or [], options.min_slice_rows, options.min_gap

@@ -27,8 +27,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from kvx.aggregate.analyse.audit import AuditTables, audit, metrics, with_families
+from kvx.aggregate.analyse.audit import AuditTables, Visit, audit, metrics, with_families
 from kvx.aggregate.analyse.audit_outcomes import audit_changed, audit_slices, with_outcomes
+from kvx.aggregate.analyse.audit_predictive import predictive_audit
 from kvx.aggregate.read.problems import Problem
 from kvx.aggregate.read.ragscale_scores import (
     RagscaleScores,
@@ -38,7 +39,7 @@ from kvx.aggregate.read.ragscale_scores import (
     read_manifest,
 )
 from kvx.aggregate.read.sources import Source
-from kvx.aggregate.run import PROBLEM_COLUMNS, Options, Result
+from kvx.aggregate.run import PROBLEM_COLUMNS, Options, Result, audit_controls
 
 REQUIRED = ("row_id", "reader", "compressor")
 ANSWERS = ("raw_answer", "comp_answer")  # optional: the answers behind the scores (changed examples)
@@ -172,7 +173,7 @@ def _read(path: Path, manifests: list[pd.DataFrame]) -> tuple[pd.DataFrame, Rags
     return ragscale.frame, ragscale
 
 
-def _audit_by_metric(rows: pd.DataFrame, order: list[str], options: Options) -> AuditTables:
+def _audit_by_metric(rows: pd.DataFrame, order: list[str], options: Options, visit: Visit) -> AuditTables:
     """ragscale's runner seeds the bootstrap of its i-th metric with seed + i (release ``runner.py``):
     a ragscale file's metrics are audited one at a time with those seeds, so its intervals are the
     release's; every other metric with the seed itself."""
@@ -189,6 +190,7 @@ def _audit_by_metric(rows: pd.DataFrame, order: list[str], options: Options) -> 
                 options.n_boot,
                 seed,
                 options.audit_settings(),
+                visit,
             )
         )
     problems = list({(p.check, p.key, p.message): p for part in parts for p in part.problems}.values())
@@ -205,11 +207,6 @@ def _audit_by_metric(rows: pd.DataFrame, order: list[str], options: Options) -> 
         stacked["audit_floor"],
         stacked["audit_swap_difference"],
     )
-
-
-def _stacked(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    kept = [f for f in frames if not f.empty]
-    return pd.concat(kept, ignore_index=True) if kept else frames[0]
 
 
 def audit_scores(paths: list[Path], options: Options, manifests: list[Path] | None = None) -> Result:
@@ -237,7 +234,8 @@ def audit_scores(paths: list[Path], options: Options, manifests: list[Path] | No
     rows = pd.concat(parts, ignore_index=True).sort_values(["task", "evidence", "reader", "row_id"])
     rows = with_families(rows.reset_index(drop=True), options.families)
     declared = replace(options, pairs=pairs)
-    audited = _audit_by_metric(rows, order, declared)
+    controls = audit_controls(options)
+    audited = _audit_by_metric(rows, order, declared, controls.visit)
     problems += audited.problems
     pairs_table = with_outcomes(audited.pairs, options.retention_alert)
     fields = options.slice_by if options.slice_by is not None else list(dict.fromkeys(hints))
@@ -248,5 +246,8 @@ def audit_scores(paths: list[Path], options: Options, manifests: list[Path] | No
         "audit_slices": slices,
         "audit_changed": audit_changed(rows, pairs_table),
     }
+    tables |= controls.tables() | predictive_audit(
+        audited.readers, audited.panel, options.n_boot, options.seed
+    )
     tables["problems"] = pd.DataFrame([p.as_dict() for p in problems], columns=PROBLEM_COLUMNS)
     return Result(tables, problems, len(rows), len(rows))

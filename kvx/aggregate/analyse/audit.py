@@ -18,6 +18,7 @@ how a table was computed (gap, tie rule, McNemar filter, interval) is in its col
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -188,6 +189,10 @@ def _artifact_check(group: pd.DataFrame, label: str, problems: list[Problem]) ->
     return None
 
 
+#: told of each audited panel: (head, readers, families, raw, comp, panel rows); the audit controls
+Visit = Callable[[dict, list[str], list[str], np.ndarray, np.ndarray, pd.DataFrame], None]
+
+
 def audit(
     rows: pd.DataFrame,
     declared: list[tuple[str, str]],
@@ -195,6 +200,7 @@ def audit(
     n_boot: int,
     seed: int,
     settings: AuditSettings | None = None,
+    visit: Visit | None = None,
 ) -> AuditTables:
     supported = rows[rows["status"] == "supported"]
     revisions = supported.groupby("reader")["revision"].transform("nunique")
@@ -248,6 +254,8 @@ def audit(
             if not (np.isfinite(raw).all() and np.isfinite(comp).all()):
                 continue  # a metric some answers lack is not this task's metric: never imputed
             binary = _binary(raw) and _binary(comp)
+            if visit is not None:
+                visit(head, names, list(about["family"]), raw, comp, group)
             families = list(about["family"])
             panel = Panel(head, names, row_ids, families, raw, comp)
             panels.append(panel)

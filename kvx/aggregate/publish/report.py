@@ -29,6 +29,7 @@ from kvx.aggregate.analyse.tpbench_gaps import EXPLANATION as GAP_EXPLANATION
 from kvx.aggregate.analyse.tpbench_gaps import TABLES as GAP_TABLES
 from kvx.aggregate.analyse.tpbench_tables import TABLES as TPBENCH_PAPER_TABLES
 from kvx.aggregate.publish import kvdiagnosis_section as kvd_extra
+from kvx.aggregate.publish.audit_sections import SECTIONS as AUDIT_CONTROLS
 
 __all__ = [
     "OPTIONAL_SECTIONS",
@@ -241,6 +242,10 @@ _TPBENCH_PAPER = (
 #: sections of one benchmark's analyses: shown (and written as ``<anchor>.md``) only when the
 #: analysis produced any of their tables or figures, absent from the report otherwise
 OPTIONAL_SECTIONS: tuple[Section, ...] = (
+    *(
+        Section(anchor, heading, text, (), tables, "the audit did not run")
+        for anchor, heading, text, tables in AUDIT_CONTROLS
+    ),  # ragscale A.6-A.7, after the audit
     Section(
         "provenance",
         "External records: unknown fields",
