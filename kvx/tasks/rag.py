@@ -174,6 +174,20 @@ def ids_manifest(path: str) -> dict[str, Any]:
     return {"ids_file": path, "ids_sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
 
 
+def require_data(name: str, path: str, what: str, url: str) -> Path:
+    """``path`` as a Path; a ConfigError naming where the public data lives when it is unset or absent."""
+    if not path:
+        raise ConfigError(f"{name} is empty: point it at {what} (public data: {url})")
+    if not Path(path).exists():
+        raise ConfigError(f"{name}={path!r}: no such file or folder; {what} is public at {url}")
+    return Path(path)
+
+
+def dedupe(values: Sequence[Any]) -> tuple[str, ...]:
+    """Answers and aliases as strings, first occurrence kept, blanks dropped."""
+    return tuple(dict.fromkeys(str(v) for v in values if v is not None and str(v) != ""))
+
+
 def score_rag(answer: str, source: Source, closed: bool = True) -> Score:
     """KVDiagnosis containment as the score (EM for an unanswerable row, where containment of the
     empty reference means nothing); SQuAD/HotpotQA EM and token F1 (max over aliases) as metrics.
@@ -210,7 +224,8 @@ class PoolTask(Task):
         check_int("task.raw_k", self.raw_k, 0)
         if self.raw == "bm25_top_k" and not self.raw_k:
             raise ConfigError("task.raw=bm25_top_k needs task.raw_k >= 1: how many passages BM25 keeps")
-        if self.raw == "all" and self.raw_k:
+        default = next(f.default for f in dataclasses.fields(self) if f.name == "raw_k")
+        if self.raw == "all" and self.raw_k != default:
             raise ConfigError(f"task.raw_k={self.raw_k} is unused by task.raw=all: use task.raw=first_k")
 
     def check_ids(self) -> None:
