@@ -66,7 +66,8 @@ def nq_file(folder: Path) -> str:
     rows = [
         {
             "question": f"who wrote book {i}",
-            "answers": [")"] if i == 1 else [f"Author{i}", f"A. Author{i}"],
+            # row 1's only reference is empty once normalized; row 0 has one empty alias beside real ones
+            "answers": [")"] if i == 1 else [f"Author{i}", f"A. Author{i}", *(["?"] if i == 0 else [])],
             "ctxs": [
                 {"id": f"w{i}{j}", "title": f"Page {j}", "text": f"Book {j} was written by Author{j}."}
                 for j in range(4)
@@ -146,6 +147,8 @@ def longmemeval_file(folder: Path, n_sessions: int = 6) -> str:
 
 
 def test_musique_raw_is_the_first_eight_and_compressors_read_all_twenty(tmp_path):
+    # ragscale section 4 and B.6: the raw control is the released naive_top_k policy, "supplied order
+    # and ... the first eight paragraphs from the fixed candidate pool of up to twenty"
     task = MuSiQue(path=musique_file(tmp_path))
     task.validate()
     sources = task.sources(2, 0, 0, count)
@@ -178,16 +181,23 @@ def test_musique_alias_max_em_f1_and_no_yes_no_rule(tmp_path):
     assert score.metrics == {"em": 0.0, "f1": pytest.approx(0.8)}
     assert score.value == 0.5  # containment: "paris" is in the answer, "city of paris" is not
     assert task.evaluate("the city of Paris!", s).metrics["em"] == 1.0
+    # ragscale's release (src/ragscale/scoring.py, _token_overlap): an empty normalized string scores one
+    # only against an empty one ("The" and "a." both normalize to empty)
+    assert task.evaluate("The", dataclasses.replace(s, answers=["a."])).metrics == {"em": 1.0, "f1": 1.0}
+    assert task.evaluate("The", s).metrics == {"em": 0.0, "f1": 0.0}
     yes = dataclasses.replace(s, answers=["yes"])
-    # MuSiQue's SQuAD-style F1: P 1/3, R 1 -> 0.5; HotpotQA's rule gives yes/no no partial credit
+    # MuSiQue's SQuAD-style F1 (the release's token_f1 has no yes/no rule; paper A.3 names it for
+    # HotpotQA alone): P 1/3, R 1 -> 0.5; HotpotQA's rule gives yes/no no partial credit
     assert task.evaluate("yes it is", yes).metrics["f1"] == pytest.approx(0.5)
     assert HotpotQA().evaluate("yes it is", yes).metrics["f1"] == 0.0
 
 
 def test_nq_open_excludes_a_row_whose_every_reference_normalizes_to_empty(tmp_path):
+    # ragscale A.3 (test2104's ")") and its release (src/ragscale/scoring.py, _references: "Reference
+    # answers normalize to empty strings" is refused only when every reference does)
     task = NQOpen(path=nq_file(tmp_path))
     task.validate()
-    assert task.row_ids() == ["test0", "test2"]  # ids: the file's split and the 0-based position
+    assert task.row_ids() == ["test0", "test2"]  # ids: the file's split and the 0-based position; test0 kept
     manifest = task.manifest(2, 0)
     assert manifest["excluded"] == [{"id": "test1", "reason": "every reference normalizes to empty: [')']"}]
     s = {x.id: x for x in task.sources(2, 0, 0, count)}["nq_test2"]
