@@ -54,7 +54,7 @@ def musique_file(folder: Path, n: int = 3) -> str:
                 "question_decomposition": [{"id": 1}, {"id": 2}],
                 "answer": f"Lake{r}",
                 "answer_aliases": [f"Lake {r}", f"Lake{r}"],
-                "answerable": r != 1 or n < 3,
+                "answerable": r != 1,  # one unanswerable row, as in the full files
             }
         )
     path = folder / "musique_ans_v1.0_dev.jsonl"
@@ -303,6 +303,23 @@ def test_raw_policies_choose_passages_in_supplied_order_and_ties_keep_the_earlie
         raw_policy(2, 5) == "supplied order, first 2 of 5"
         and raw_policy(0, 5, "all") == "supplied order, all 5"
     )
+
+
+def test_a_bm25_raw_input_reaches_the_source_and_its_manifest(tmp_path):
+    path = tmp_path / "pools.jsonl"
+    texts = ["cats purr", "the harbour opens", "harbour harbour ships"]
+    row = {"id": "r", "question": "When does the harbour open?", "answers": ["dawn"]}
+    row["candidates"] = [{"id": f"p{i}", "text": t} for i, t in enumerate(texts)]
+    path.write_text(json.dumps(row))
+    task = RagJsonl(path=str(path), raw="bm25_top_k", raw_k=1, compress_from="pool")
+    task.validate()
+    s = task.sources(1, 0, 0, count)[0]
+    assert (
+        s.metadata["candidate_ids"] == ["p2"]
+        and s.metadata["raw_policy"] == "bm25 top 1 of 3, supplied order"
+    )
+    assert s.pool is not None and s.pool.metadata["candidate_ids"] == ["p0", "p1", "p2"]
+    assert task.manifest(1, 0)["raw_policy"] == ["bm25 top 1 of 3, supplied order"]
 
 
 def test_raw_policy_fields_are_checked_and_leave_old_identities_alone(tmp_path):
