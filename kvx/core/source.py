@@ -51,6 +51,10 @@ class Source:
     separator: str = "\n\n"
     #: the system prompt the reader gets before the context ("": the reader's template default)
     system: str = ""
+    #: the stored candidate pool a text compressor reads when it holds more than the raw reader input
+    #: (MuSiQue: twenty paragraphs behind a first-eight raw input), as a source of its own with its
+    #: evidence; None: compressors read this source
+    pool: Source | None = None
 
     def __post_init__(self) -> None:
         if self.segments and self.separator.join(s.text for s in self.segments) != self.context:
@@ -86,4 +90,8 @@ class Source:
             del payload["segments"], payload["separator"]
         if not self.system:  # nor before system prompts existed
             del payload["system"]
+        if self.pool is None:  # nor before stored pools existed
+            del payload["pool"]
+        else:
+            payload["pool"] = self.pool.digest(reader_free)
         return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()

@@ -2,6 +2,11 @@
 
 Evidence spans inside a kept, unchanged segment move with it; spans inside a dropped or rewritten
 segment (or across segments) are no longer addressable and are counted, never guessed.
+
+A source with a stored pool (``Source.pool``: MuSiQue's twenty paragraphs behind a first-eight raw
+input) is compressed from that pool: the transform reads the pool, evidence follows the pool's spans,
+and the artifact key (the row's digest) covers the pool, so a stored artifact always names what its
+compressor saw. The output keeps the raw source's metadata (its raw policy, reader measurements).
 """
 
 from __future__ import annotations
@@ -32,21 +37,23 @@ def transform_source(
     transform: Transform, name: str, source: Source, segments: Sequence[Segment] | None = None
 ) -> Transformed | None:
     """None for the identity transform (the stage is skipped and nothing is recorded). ``segments``:
-    the transform's output when it is already known (a stored artifact), else it is computed."""
+    the transform's output when it is already known (a stored artifact), else it is computed from
+    ``source.pool`` when the source has one, else from the source."""
     if transform.identity:
         return None
-    original = source.parts()
-    segments = list(transform.apply(source) if segments is None else segments)
+    read = source.pool or source
+    original = read.parts()
+    segments = list(transform.apply(read) if segments is None else segments)
     if not segments:
         raise ValueError(f"transform {name} kept no segment of source {source.id}")
-    before = {s.id: (s.text, span) for s, span in zip(original, source.segment_spans())}
+    before = {s.id: (s.text, span) for s, span in zip(original, read.segment_spans())}
     after: dict[str, tuple[str, int]] = {}  # kept segment id -> (text, start in the new context)
     offset = 0
     for segment in segments:
         after[segment.id] = (segment.text, offset)
         offset += len(segment.text) + len(source.separator)
     evidence = []
-    for start, end in source.evidence:
+    for start, end in read.evidence:
         home = next((i for i, (_, (lo, hi)) in before.items() if lo <= start and end <= hi), None)
         if home is not None and home in after and after[home][0] == before[home][0]:
             shift = after[home][1] - before[home][1][0]
@@ -67,8 +74,10 @@ def transform_source(
         "kept_segment_ids": [s.id for s in segments],
         "n_segments": len(original),
         "evidence_kept": len(evidence),
-        "evidence_total": len(source.evidence),
+        "evidence_total": len(read.evidence),
     }
+    if source.pool is not None:
+        info["input"] = "pool"  # the compressor read the stored pool, not the raw reader input
     return Transformed(out, info)
 
 
@@ -94,12 +103,13 @@ def transformed(
                 f"stored artifact {store.path(key)} fails its sha256 check: delete it to recompute"
             )
         return out
-    segments = list(transform.apply(source))
+    segments = list(transform.apply(source.pool or source))
     out = transform_source(transform, name, source, segments)
     assert out is not None
     manifest = {
         "row_id": source.id,
         **scope,
+        **({"input": "pool"} if source.pool is not None else {}),
         "text_sha256": out.info["context_sha256"],
         "versions": versions(),
         "segments": [dataclasses.asdict(s) for s in segments],

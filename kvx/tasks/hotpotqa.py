@@ -13,19 +13,23 @@ Evidence spans cover each supporting-fact sentence (without its leading space), 
 ``supporting_facts`` order; ``metadata["supporting_facts"]`` records, per fact, whether it could be
 aligned (the title exists and the sentence index is in range and not blank). Natural contexts are
 not resized, so ``context_tokens`` is ignored; ``metadata["prompt_tokens"]`` records the length.
+
+``task.ids=FILE`` (one ``_id`` per line) fixes the slice, in the file's order, as on every pool task
+(``kvx.tasks.rag``): ragscale's ``hotpotqa_distractor_500_v1`` is such a slice (docs/rag-data.md).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from kvx.core.errors import ConfigError
+from kvx.core.identity import WHEN_SET
 from kvx.core.source import Segment, Source
 from kvx.tasks.base import CountTokens, Score, Task
-from kvx.tasks.jsonl import load_rows, seeded_order
-from kvx.tasks.rag import INSTRUCTION, pool_segments, raw_policy, score_rag
+from kvx.tasks.jsonl import load_rows
+from kvx.tasks.rag import INSTRUCTION, ids_manifest, pool_segments, raw_policy, score_rag, select_ids, take
 from kvx.tasks.ruler import require_ruler_data, ruler_data_file
 
 #: the row hints HotpotQA supplies (bridge / comparison; easy / medium / hard)
@@ -49,6 +53,7 @@ class HotpotQA(Task):
     """Multi-hop QA whose evidence (the supporting-fact sentences) is known to the sentence."""
 
     path: str = ""
+    ids: str = field(default="", metadata=WHEN_SET)  # a file of row ids: the fixed slice, in its order
     scorer_version: ClassVar[str] = "3"  # 2: EM and token F1 beside containment; 3: ASCII punctuation
 
     def validate(self) -> None:
@@ -56,12 +61,19 @@ class HotpotQA(Task):
             raise ConfigError(f"task.path={self.path!r}: no such file")
         if not self.path:
             require_ruler_data("task=hotpotqa", "hotpotqa.json")
+        if self.ids:
+            select_ids(self.ids, load_rows(self._file())["_id"])
 
     def manifest(self, n: int, seed: int) -> dict[str, Any]:
-        """The raw policy (ragscale: all ten paragraphs in their supplied order) and the file read."""
+        """The raw policy (ragscale: all ten paragraphs in their supplied order), the file read and
+        the slice file."""
         rows = load_rows(self._file())
-        sizes = sorted({len(rows[i]["context"]) for i in seeded_order(len(rows), n, seed)})
-        return {"file": self._file(), "raw_policy": [raw_policy(0, size) for size in sizes]}
+        sizes = sorted({len(rows[i]["context"]) for i in self._split(rows, n, seed)})
+        out = {"file": self._file(), "raw_policy": [raw_policy(0, size) for size in sizes]}
+        return {**out, **ids_manifest(self.ids)} if self.ids else out
+
+    def _split(self, rows: Any, n: int, seed: int) -> list[int]:
+        return take(self.ids, rows["_id"], n, seed)
 
     def _file(self) -> str:
         return self.path or str(ruler_data_file("hotpotqa.json"))
@@ -69,7 +81,7 @@ class HotpotQA(Task):
     def sources(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> list[Source]:
         rows = load_rows(self._file())
         out = []
-        for index in seeded_order(len(rows), n, seed):
+        for index in self._split(rows, n, seed):
             row = rows[index]
             segments, spans = hotpot_segments(row["context"])
             evidence, facts = [], []

@@ -1,11 +1,25 @@
 """RAG question answering over a stored candidate pool (ragscale section 4): the shared layout,
-raw policy and scoring of pool tasks, and the user JSONL pool format as a task.
+raw policies, fixed slices and scoring of pool tasks, and the user JSONL pool format as a task.
 
-A row is a question, its candidate passages in supplied order (ids, titles, texts) and its
-reference answers (plus aliases). The raw reader input is the pool in supplied order, or its first
-``raw_k`` passages; text compressors (``transform=``) see that same raw input, so raw and compressed
-conditions share question, pool, prompt and scoring and differ only in the evidence. Passages are
-laid out as HotpotQA's RULER QA prompt lays out documents, one ``passage`` segment each.
+A row is a question, its stored candidate pool in supplied order (ids, titles, texts) and its
+reference answers (plus aliases). The raw reader input is chosen from the pool by the raw policy
+(``task.raw``):
+
+- ``first_k``: the first ``task.raw_k`` passages in supplied order (0: all of them);
+- ``all``: every passage in supplied order;
+- ``bm25_top_k``: the ``task.raw_k`` passages BM25 scores highest for the question over the row's own
+  pool (title and text), kept in supplied order; ties keep the earlier passage.
+
+Text compressors (``transform=``) read the raw input (``task.compress_from=raw``, the default) or the
+whole stored pool (``pool``: MuSiQue, whose compressors see all twenty paragraphs behind a first-eight
+raw input); the pool then travels with the source (``Source.pool``) and keys its artifacts. Raw and
+compressed conditions share question, pool, prompt and scoring and differ only in the evidence.
+Passages are laid out as HotpotQA's RULER QA prompt lays out documents, one ``passage`` segment
+each, unless a task lays them out its own way (LongMemEval's sessions).
+
+``task.ids=FILE`` (one row id per line, blank lines and ``#`` comments skipped) fixes the slice: the
+rows are taken in the file's order and ``n_sources`` takes the first ``n`` (the seed then chooses
+nothing), so a paper's frozen slice replays row for row.
 
 JSONL pool format, one object per line::
 
@@ -18,14 +32,19 @@ as SQuAD v2 scores one (only an empty answer is right) when kept (``task.unanswe
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import hashlib
 from abc import abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from kvx.core.checks import check_choice, check_int
 from kvx.core.errors import ConfigError
+from kvx.core.identity import WHEN_SET
+from kvx.core.ranking import bm25_scores, top_k
 from kvx.core.source import Segment, Source
 from kvx.tasks.base import CountTokens, Score, Task
 from kvx.tasks.jsonl import check_rows, json_rows, seeded_order
@@ -37,6 +56,8 @@ INSTRUCTION = (
 )
 PREAMBLE = f"{INSTRUCTION}\n\nThe following are given documents."
 UNANSWERABLE = ("drop", "keep")
+RAW_POLICIES = ("first_k", "all", "bm25_top_k")
+COMPRESS_FROM = ("raw", "pool")
 
 Span = tuple[int, int]
 
@@ -65,9 +86,12 @@ def pool_segments(
     return segments, spans
 
 
-def raw_policy(raw_k: int, n_candidates: int) -> str:
-    """The raw reader input as words, recorded with every row."""
-    if raw_k and raw_k < n_candidates:
+def raw_policy(raw_k: int, n_candidates: int, raw: str = "first_k") -> str:
+    """The raw reader input as words, recorded with every row (the words of the policies that existed
+    before ``task.raw`` are unchanged, so those rows keep their content hashes)."""
+    if raw == "bm25_top_k" and raw_k < n_candidates:
+        return f"bm25 top {raw_k} of {n_candidates}, supplied order"
+    if raw == "first_k" and raw_k and raw_k < n_candidates:
         return f"supplied order, first {raw_k} of {n_candidates}"
     return f"supplied order, all {n_candidates}"
 
@@ -81,75 +105,213 @@ class PoolRow:
     passages: tuple[tuple[str, str, str], ...]  # (id, title, text) in supplied order
     answers: tuple[str, ...]  # reference answers then aliases; () when unanswerable
     unanswerable: bool = False
-    #: (passage index, start, end): answer spans inside a passage's text, when known
-    answer_spans: tuple[tuple[int, int, int], ...] = ()
+    #: (passage index, start, end): evidence spans inside a passage's text (answer spans, or whole
+    #: supporting passages)
+    evidence: tuple[tuple[int, int, int], ...] = ()
+    #: what the source's metadata adds for this row (LongMemEval's question type and id)
+    metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
-def pool_source(row: PoolRow, raw_k: int, prefix: str, count_tokens: CountTokens, **meta: Any) -> Source:
-    """The row's raw reader input as a source: its first ``raw_k`` passages (0: all) in supplied order."""
-    kept = row.passages[:raw_k] if raw_k else row.passages
-    segments, spans = pool_segments([(title, [text]) for _, title, text in kept])
-    evidence = []
-    for index, start, end in row.answer_spans:
-        if index < len(kept) and spans[index][0] is not None:
-            lead = len(kept[index][2]) - len(kept[index][2].lstrip())
-            base = spans[index][0][0] - lead  # type: ignore[index]
-            evidence.append((base + start, base + end))
-    question = f"{INSTRUCTION}\n\nQuestion: {row.question}"
-    source = Source.from_segments(
-        segments,
-        "\n\n",
-        id=f"{prefix}_{row.id}",
-        question=question,
-        answers=list(row.answers) or [""],
-        evidence=evidence,
-        answer_prefix="Answer:",
-        metadata={
-            "query": row.question,  # what retrievers and text compressors rank by
-            "candidate_ids": [pid for pid, _, _ in kept],
-            "n_candidates": len(row.passages),
-            "raw_policy": raw_policy(raw_k, len(row.passages)),
-            "unanswerable": row.unanswerable,
-            **meta,
-        },
-    )
-    source.metadata["prompt_tokens"] = count_tokens(f"{source.context}\n{question}")
-    return source
+def raw_indices(raw: str, raw_k: int, row: PoolRow) -> list[int]:
+    """The passages of the raw reader input, by index in the pool, in supplied order."""
+    n = len(row.passages)
+    if raw == "all" or not raw_k or raw_k >= n:
+        return list(range(n))
+    if raw == "first_k":
+        return list(range(raw_k))
+    texts = [f"{title}\n{text}" for _, title, text in row.passages]
+    return sorted(top_k(bm25_scores(row.question, texts), raw_k))
 
 
-def score_rag(answer: str, source: Source) -> Score:
+def read_ids(path: str) -> list[str]:
+    """The row ids of a ``task.ids`` file, in file order; ConfigError for a missing, empty or
+    repetitive file."""
+    if not Path(path).is_file():
+        raise ConfigError(f"task.ids={path!r}: no such file")
+    ids = [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines()]
+    ids = [i for i in ids if i and not i.startswith("#")]
+    if not ids:
+        raise ConfigError(f"task.ids={path} lists no row id")
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise ConfigError(f"task.ids={path} lists {repeated[:5]} more than once")
+    return ids
+
+
+def select_ids(path: str, ids: Sequence[str], excluded: Mapping[str, str] | None = None) -> list[int]:
+    """The positions in ``ids`` of the rows a ``task.ids`` file names, in the file's order. An id not
+    in the data is a ConfigError naming it (with the closest ids); an excluded one names its reason."""
+    where = {ident: index for index, ident in enumerate(ids)}
+    out = []
+    for ident in read_ids(path):
+        if ident in where:
+            out.append(where[ident])
+        elif excluded and ident in excluded:
+            raise ConfigError(
+                f"task.ids={path}: row {ident!r} is excluded before analysis: {excluded[ident]}"
+            )
+        else:
+            close = difflib.get_close_matches(ident, list(where), n=3)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise ConfigError(f"task.ids={path}: row {ident!r} is not in the data{hint}")
+    return out
+
+
+def take(
+    ids_file: str, ids: Sequence[str], n: int, seed: int, excluded: Mapping[str, str] | None = None
+) -> list[int]:
+    """The rows of a split: the first ``n`` a ``task.ids`` file names, else ``n`` in seeded order."""
+    if not ids_file:
+        return seeded_order(len(ids), n, seed)
+    chosen = select_ids(ids_file, ids, excluded)
+    if n > len(chosen):
+        raise ConfigError(f"n_sources={n} but task.ids={ids_file} lists only {len(chosen)} rows")
+    return chosen[:n]
+
+
+def ids_manifest(path: str) -> dict[str, Any]:
+    """The slice file a split was read from, with its content hash."""
+    return {"ids_file": path, "ids_sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
+
+
+def require_data(name: str, path: str, what: str, url: str) -> Path:
+    """``path`` as a Path; a ConfigError naming where the public data lives when it is unset or absent."""
+    if not path:
+        raise ConfigError(f"{name} is empty: point it at {what} (public data: {url})")
+    if not Path(path).exists():
+        raise ConfigError(f"{name}={path!r}: no such file or folder; {what} is public at {url}")
+    return Path(path)
+
+
+def dedupe(values: Sequence[Any]) -> tuple[str, ...]:
+    """Answers and aliases as strings, first occurrence kept, blanks dropped."""
+    return tuple(dict.fromkeys(str(v) for v in values if v is not None and str(v) != ""))
+
+
+def score_rag(answer: str, source: Source, closed: bool = True) -> Score:
     """KVDiagnosis containment as the score (EM for an unanswerable row, where containment of the
-    empty reference means nothing); SQuAD/HotpotQA EM and token F1 (max over aliases) as metrics."""
-    metrics = {"em": exact_match(answer, source.answers), "f1": token_f1(answer, source.answers)}
+    empty reference means nothing); SQuAD/HotpotQA EM and token F1 (max over aliases) as metrics.
+    ``closed``: HotpotQA's F1 rule that yes/no/noanswer score only when equal (ragscale A.3 names it
+    for HotpotQA alone; its generic ``token_f1`` has no such rule)."""
+    metrics = {
+        "em": exact_match(answer, source.answers),
+        "f1": token_f1(answer, source.answers, closed=closed),
+    }
     value = metrics["em"] if source.metadata.get("unanswerable") else containment(answer, source.answers)
     return Score.of(value, normalize_answer(answer), metrics=metrics)
 
 
 @dataclass
 class PoolTask(Task):
-    """A pool task's shared fields: the raw policy and what to do with unanswerable rows."""
+    """A pool task's shared fields: the raw policy, what compressors read, the slice and what to do
+    with unanswerable rows."""
 
-    raw_k: int = 0  # the raw input: the first raw_k passages in supplied order (0: all)
+    raw_k: int = 0  # first_k / bm25_top_k: how many passages (0: all)
     unanswerable: str = "drop"  # drop: answerable rows only; keep: scored as SQuAD v2 does
+    raw: str = field(default="first_k", metadata=WHEN_SET)  # first_k | all | bm25_top_k
+    compress_from: str = field(default="raw", metadata=WHEN_SET)  # raw | pool: what compressors read
+    ids: str = field(default="", metadata=WHEN_SET)  # a file of row ids: the fixed slice, in its order
     scorer_version: ClassVar[str] = "rag-2"  # 2: containment normalises ASCII punctuation only
+    #: HotpotQA's yes/no F1 rule (``score_rag``); benchmarks scored by their own scripts turn it off
+    closed_f1: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         check_choice("task.unanswerable", self.unanswerable, UNANSWERABLE)
+        check_choice("task.raw", self.raw, RAW_POLICIES)
+        check_choice("task.compress_from", self.compress_from, COMPRESS_FROM)
 
     def validate(self) -> None:
         check_int("task.raw_k", self.raw_k, 0)
+        if self.raw == "bm25_top_k" and not self.raw_k:
+            raise ConfigError("task.raw=bm25_top_k needs task.raw_k >= 1: how many passages BM25 keeps")
+        default = next(f.default for f in dataclasses.fields(self) if f.name == "raw_k")
+        if self.raw == "all" and self.raw_k != default:
+            raise ConfigError(f"task.raw_k={self.raw_k} is unused by task.raw=all: use task.raw=first_k")
+
+    def check_ids(self) -> None:
+        """With ``task.ids``: every listed id is a row of the data (call once the data is known)."""
+        if self.ids:
+            select_ids(self.ids, self.row_ids(), self.excluded())
 
     @abstractmethod
     def rows(self) -> list[PoolRow]:
-        """Every usable row in file order (after the unanswerable policy)."""
+        """Every usable row in file order (after the unanswerable policy and the exclusions)."""
 
     @abstractmethod
     def prefix(self) -> str:
         """What source ids start with (``<prefix>_<row id>``)."""
 
+    def row_ids(self) -> list[str]:
+        """The usable rows' ids in file order (tasks whose rows are costly to build read them alone)."""
+        return [row.id for row in self.rows()]
+
+    def build(self, indices: Sequence[int]) -> list[PoolRow]:
+        """The rows at ``indices`` of ``row_ids()``."""
+        rows = self.rows()
+        return [rows[i] for i in indices]
+
+    def excluded(self) -> dict[str, str]:
+        """Rows left out before analysis (id -> reason), listed in the manifest; never silent."""
+        return {}
+
+    def layout(self, row: PoolRow, picked: Sequence[int]) -> list[Segment]:
+        """The context's segments for the passages at ``picked``: RULER's QA layout. Each passage's
+        segment ends with the passage's text (evidence spans are placed by that rule)."""
+        segments, _ = pool_segments([(row.passages[i][1], [row.passages[i][2]]) for i in picked])
+        return segments
+
+    def prompt(self, row: PoolRow) -> tuple[str, str]:
+        """(question, answer prefix) of the reader prompt."""
+        return f"{INSTRUCTION}\n\nQuestion: {row.question}", "Answer:"
+
+    def source(self, row: PoolRow, count_tokens: CountTokens) -> Source:
+        """The row's raw reader input as a source (with the stored pool when compressors read it and
+        it holds more)."""
+        picked = raw_indices(self.raw, self.raw_k, row)
+        out = self._source(row, picked)
+        if self.compress_from == "pool" and picked != list(range(len(row.passages))):
+            out = dataclasses.replace(out, pool=self._source(row, range(len(row.passages))))
+        out.metadata["prompt_tokens"] = count_tokens(f"{out.context}\n{out.question}")
+        return out
+
+    def _source(self, row: PoolRow, picked: Sequence[int]) -> Source:
+        segments = self.layout(row, picked)
+        separator = "\n\n"
+        where = {index: position for position, index in enumerate(picked)}
+        starts, offset = [], 0
+        for segment in segments:
+            starts.append((offset, segment))
+            offset += len(segment.text) + len(separator)
+        passages = [(start, seg) for start, seg in starts if seg.role == "passage"]
+        evidence = []
+        for index, start, end in row.evidence:
+            if index in where:
+                base, seg = passages[where[index]]
+                text = row.passages[index][2]
+                assert seg.text.endswith(text), "a passage's segment ends with its text"
+                base += len(seg.text) - len(text)
+                evidence.append((base + start, base + end))
+        question, answer_prefix = self.prompt(row)
+        return Source.from_segments(
+            segments,
+            separator,
+            id=f"{self.prefix()}_{row.id}",
+            question=question,
+            answers=list(row.answers) or [""],
+            evidence=evidence,
+            answer_prefix=answer_prefix,
+            metadata={
+                "query": row.question,  # what retrievers and text compressors rank by
+                "candidate_ids": [row.passages[i][0] for i in picked],
+                "n_candidates": len(row.passages),
+                "raw_policy": raw_policy(self.raw_k, len(row.passages), self.raw),
+                "unanswerable": row.unanswerable,
+                **row.metadata,
+            },
+        )
+
     def sources(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> list[Source]:
-        prefix = self.prefix()
-        sources = [pool_source(row, self.raw_k, prefix, count_tokens) for row in self.split(n, seed)]
+        sources = [self.source(row, count_tokens) for row in self.split(n, seed)]
         ids = [s.id for s in sources]
         if len(set(ids)) < len(ids):
             repeated = sorted({i for i in ids if ids.count(i) > 1})[:5]
@@ -157,20 +319,27 @@ class PoolTask(Task):
         return sources
 
     def split(self, n: int, seed: int) -> list[PoolRow]:
-        rows = self.rows()
-        return [rows[i] for i in seeded_order(len(rows), n, seed)]
+        return self.build(take(self.ids, self.row_ids(), n, seed, self.excluded()))
 
     def manifest(self, n: int, seed: int) -> dict[str, Any]:
         rows = self.split(n, seed)
-        return {
+        out: dict[str, Any] = {
             "rows": len(rows),
-            "raw_policy": sorted({raw_policy(self.raw_k, len(r.passages)) for r in rows}),
+            "raw_policy": sorted({raw_policy(self.raw_k, len(r.passages), self.raw) for r in rows}),
             "unanswerable": self.unanswerable,
             "n_unanswerable": sum(r.unanswerable for r in rows),
         }
+        if self.compress_from == "pool":
+            out["compress_from"] = "pool: compressors read every stored passage"
+        if self.ids:
+            out.update(ids_manifest(self.ids))
+        excluded = self.excluded()
+        if excluded:
+            out["excluded"] = [{"id": ident, "reason": reason} for ident, reason in excluded.items()]
+        return out
 
     def evaluate(self, answer: str, source: Source) -> Score:
-        return score_rag(answer, source)
+        return score_rag(answer, source, closed=self.closed_f1)
 
 
 @dataclass
@@ -182,6 +351,7 @@ class RagJsonl(PoolTask):
     def validate(self) -> None:
         super().validate()
         check_rows(self.path, ["question", "candidates"])
+        self.check_ids()
 
     def rows(self) -> list[PoolRow]:
         out = []

@@ -79,15 +79,15 @@ def exact_match(prediction: str, references: Sequence[str]) -> float:
     return float(any(pred == squad_normalize(ref) for ref in references))
 
 
-def token_f1(prediction: str, references: Sequence[str]) -> float:
-    """Best token-multiset F1 over references (SQuAD's official ``f1_score``, with HotpotQA's rule that
-    yes/no/noanswer score only when equal)."""
+def token_f1(prediction: str, references: Sequence[str], closed: bool = True) -> float:
+    """Best token-multiset F1 over references (SQuAD's official ``f1_score``; ``closed``: with HotpotQA's
+    rule that yes/no/noanswer score only when equal)."""
     _require(references)
-    return max(_f1(squad_normalize(prediction), squad_normalize(ref)) for ref in references)
+    return max(_f1(squad_normalize(prediction), squad_normalize(ref), closed) for ref in references)
 
 
-def _f1(pred: str, ref: str) -> float:
-    if (pred in _CLOSED or ref in _CLOSED) and pred != ref:
+def _f1(pred: str, ref: str, closed: bool = True) -> float:
+    if closed and (pred in _CLOSED or ref in _CLOSED) and pred != ref:
         return 0.0
     p, r = pred.split(), ref.split()
     if not p or not r:

@@ -47,6 +47,7 @@ class SquadV2(PoolTask):
             raise ConfigError(f"task.path={self.path!r}: no such file")
         if not self.path:
             require_ruler_data("task=squad_v2_rag", "squad.json")
+        self.check_ids()
 
     def _file(self) -> str:
         return self.path or str(ruler_data_file("squad.json"))

@@ -17,12 +17,11 @@ from typing import Any
 
 from kvx.core.checks import check_int
 from kvx.core.errors import Unsupported
-from kvx.core.ranking import top_k
+from kvx.core.ranking import bm25_scores, top_k
 from kvx.core.source import Segment, Source
 from kvx.modeling.hub import check_model, hub_model
 from kvx.transforms.base import Transform, query
 from kvx.transforms.extractive import header, sentences
-from kvx.transforms.retrieval import bm25_scores
 
 EXTRACTIVE = "fangyuan/hotpotqa_extractive_compressor"
 ABSTRACTIVE = "fangyuan/hotpotqa_abstractive"

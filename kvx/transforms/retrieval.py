@@ -11,28 +11,16 @@ of the evidence (its order only) audited like any compressor.
 
 from __future__ import annotations
 
-import logging
 from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kvx.core.checks import check_choice, check_int
 from kvx.core.errors import Unsupported
-from kvx.core.ranking import top_k
+from kvx.core.ranking import bm25_scores, top_k
 from kvx.core.source import Segment, Source
 from kvx.modeling.embeddings import MINILM, check_encoder
 from kvx.transforms.base import Transform, query
-
-
-def bm25_scores(query: str, passages: Sequence[str]) -> list[float]:
-    """BM25 score of each passage for ``query``, indexed over the passages themselves."""
-    import bm25s
-
-    logging.getLogger("bm25s").setLevel(logging.WARNING)  # one DEBUG line per row otherwise
-    retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize(list(passages), stopwords="en", show_progress=False), show_progress=False)
-    words = bm25s.tokenize([query], stopwords="en", show_progress=False, return_ids=False)[0]
-    return [float(s) for s in retriever.get_scores(words)] if words else [0.0] * len(passages)
 
 
 @dataclass
