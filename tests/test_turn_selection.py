@@ -85,6 +85,25 @@ def test_deletions_follow_the_matched_controls():
         DeleteTurns("everything").validate()
 
 
+def test_transformed_sources_keep_the_system_prompt():
+    """The reader of a selection or deletion gets the Appendix A system prompt its control got."""
+    source = sources()[0]
+    assert source.system
+    for transform in (DeleteTurns("update"), selection("recency", Recency(), 0.5, True)):
+        assert transform_source(transform, "t", source).source.system == source.system
+
+
+def test_dialogue_transforms_are_versioned_in_the_cell_identity():
+    """Cells stored before the system prompt was kept are recomputed, not reused; an unversioned
+    transform's cells keep their ids."""
+    from kvx.pipeline.cell import _version
+    from kvx.transforms.retrieval import BM25TopK
+
+    recency = selection("recency", Recency(), 0.5, True)
+    assert _version(DeleteTurns("update")) == {"version": "2"} == _version(recency)
+    assert _version(BM25TopK()) == {}
+
+
 def test_tasks_validate_before_any_model(tmp_path):
     with pytest.raises(ConfigError, match="task.path is not set.*github.com/google-research-datasets"):
         CurrentValue(corpus="sgd").validate()

@@ -24,6 +24,8 @@ class Transform(ABC):
 
     #: True for the identity: the pipeline then skips the stage and records nothing about it
     identity: ClassVar[bool] = False
+    #: part of the cell identity when set: bump it when the same fields start giving readers other input
+    version: ClassVar[str] = ""
 
     @property
     def uses_reader(self) -> bool:

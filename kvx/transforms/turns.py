@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from kvx.core.checks import check_bool, check_choice
 from kvx.core.errors import ConfigError, Unsupported
@@ -32,6 +32,9 @@ def dialogue_turns(source: Source) -> list[tuple[Segment, Turn]]:
 class TurnSelection(Transform):
     """Keep the turns a selector picks at ``fraction`` of the dialogue's turns. ``markers=False``
     renders the kept turns as bare utterances (the paper's H2O/MMR/LLMLingua-2 inputs)."""
+
+    #: 2: the reader keeps the source's system prompt (TPBench Appendix A); 1 dropped it
+    version: ClassVar[str] = "2"
 
     selector: str
     fraction: float
@@ -108,6 +111,8 @@ class DeleteTurns(Transform):
     answer-bearing turn (``answers``), or their matched controls — same-speaker turns closest in
     length and position that state neither value. A source without a matched control is
     ``unsupported`` for the control, never silently dropped."""
+
+    version: ClassVar[str] = "2"  # as TurnSelection's
 
     which: str = "update"
 
