@@ -60,7 +60,7 @@ class Cell:
         return CellIdentity(
             task=component(self.task_name, self.task, scorer_version=type(self.task).scorer_version),
             reader=reader,
-            transform=component(self.transform_name, self.transform),
+            transform=component(self.transform_name, self.transform, **self.transform.fingerprint()),
             compressor=component(self.press_name, self.compressor),
             setting=self.spec(),
             seed=self.seed,

@@ -68,6 +68,7 @@ def transform_source(
         "n_segments": len(original),
         "evidence_kept": len(evidence),
         "evidence_total": len(source.evidence),
+        **transform.provenance(source),
     }
     return Transformed(out, info)
 

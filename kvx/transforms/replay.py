@@ -1,0 +1,241 @@
+"""Replay compressed texts made elsewhere: another pipeline's (ragscale's) or a user's stored artifacts,
+served to every reader through the artifact store exactly as kvx's own transforms' outputs are.
+
+The file (``transform.path``) is JSONL in one of two layouts, told apart line by line:
+
+- kvx's: ``{"row_id", "compressor", "text", "sha256", "draw"?, "candidate_pool_sha256"?}`` where
+  ``sha256`` is the hex sha256 of the text's UTF-8 bytes (``sha256:`` in front is accepted) and
+  ``candidate_pool_sha256`` is the pool kvx keys its own artifacts by (``Source.digest(reader_free=True)``).
+- ragscale's ``artifact_manifest.jsonl`` (``ragscale.execute.compile_artifacts``): ``example_id``,
+  ``compressor_id``, the text inline in ``compressed_evidence`` (null when ragscale ran with
+  ``store_artifact_text: false``) and ``compressed_artifact_hash`` = ``"sha256:"`` + the hex sha256 of
+  its UTF-8 bytes (``ragscale.cache.digest``). Its ``candidate_pool_id`` hashes ragscale's own
+  rendering of the pool, which kvx does not rebuild: the pool is then recorded as not checked.
+
+Every text's hash is verified when the transform is validated, before any model loads. A file row
+names a task row by the task's source id (``hotpotqa_5a8b57f2...``) or its longest suffix after a
+``_`` (the task's own row id, ``5a8b57f2...``). The replayed text replaces the row's passages.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kvx.core.checks import check_int
+from kvx.core.errors import ConfigError, Unsupported
+from kvx.core.identity import NEVER, digest
+from kvx.core.source import Segment, Source
+from kvx.transforms.base import Transform
+
+#: what the record says of a ragscale pool id (it hashes ragscale's text of the pool, not kvx's)
+RAGSCALE_POOL = "not checked: ragscale's candidate_pool_id hashes its own rendering of the pool"
+NO_POOL = "not checked: the file gives no candidate_pool_sha256"
+
+
+def text_sha256(text: str) -> str:
+    """The hash both layouts store (ragscale's ``digest``): sha256 of the text's UTF-8 bytes, in hex."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One stored artifact of the file: its row, compressor, draw, text (None: not stored) and hashes."""
+
+    row_id: str
+    compressor: str
+    draw: int
+    text: str | None
+    sha256: str
+    pool_sha256: str | None  # None: the file gives none kvx can check
+    pool_check: str  # why the pool is not checked, when it is not
+    line: int
+
+
+def _bare(value: Any) -> str:
+    return str(value).removeprefix("sha256:")
+
+
+def parse_line(obj: dict[str, Any], line: int, where: str) -> Entry:
+    """One file line in either layout, its text's hash verified; a ConfigError naming the row if not."""
+    if "example_id" in obj:  # ragscale's artifact manifest
+        missing = {"compressor_id", "compressed_evidence", "compressed_artifact_hash"} - obj.keys()
+        row, text, stored = (
+            str(obj["example_id"]),
+            obj.get("compressed_evidence"),
+            obj.get("compressed_artifact_hash"),
+        )
+        entry = Entry(
+            row,
+            str(obj.get("compressor_id")),
+            int(obj.get("draw", 0)),
+            text,
+            _bare(stored),
+            None,
+            RAGSCALE_POOL,
+            line,
+        )
+    elif "row_id" in obj:  # kvx's layout
+        missing = {"compressor", "text", "sha256"} - obj.keys()
+        row, text, stored = str(obj["row_id"]), obj.get("text"), obj.get("sha256")
+        pool = obj.get("candidate_pool_sha256")
+        check = "" if pool else NO_POOL
+        entry = Entry(
+            row,
+            str(obj.get("compressor")),
+            obj.get("draw", 0),
+            text,
+            _bare(stored),
+            pool and _bare(pool),
+            check,
+            line,
+        )
+    else:
+        raise ConfigError(f"{where} line {line}: neither kvx's layout (row_id, compressor, text, sha256) nor ragscale's artifact manifest (example_id, ...)")  # fmt: skip
+    if missing:
+        raise ConfigError(f"{where} line {line} (row {row}): missing {sorted(missing)}")
+    if not isinstance(entry.draw, int) or isinstance(entry.draw, bool) or entry.draw < 0:
+        raise ConfigError(f"{where} line {line} (row {row}): draw={entry.draw!r} must be an integer >= 0")
+    if text is not None and (not isinstance(text, str) or text_sha256(text) != entry.sha256):
+        raise ConfigError(
+            f"{where} line {line}: the text of row {row} does not match its sha256 {stored!r} "
+            "(edited after it was written?)"
+        )
+    return entry
+
+
+def read_entries(path: str) -> list[Entry]:
+    """Every line of the file, verified."""
+    where = f"transform.path={path}"
+    entries = []
+    with open(path, encoding="utf-8") as handle:
+        for number, raw in enumerate(handle, 1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{where} line {number}: not JSON ({exc.msg})") from None
+            if not isinstance(obj, dict):
+                raise ConfigError(f"{where} line {number}: not a JSON object")
+            entries.append(parse_line(obj, number, where))
+    if not entries:
+        raise ConfigError(f"{where}: no artifacts in the file")
+    return entries
+
+
+def select(entries: list[Entry], compressor: str | None, draw: int, where: str) -> dict[str, Entry]:
+    """The entries of one compressor and draw by row id; a ConfigError (with "did you mean") for a
+    compressor or draw the file does not hold, for several compressors and none chosen, and for a
+    row stored twice."""
+    ids = sorted({e.compressor for e in entries})
+    if compressor is None:
+        if len(ids) > 1:
+            raise ConfigError(
+                f"{where} holds several compressors {ids}: choose one with transform.compressor"
+            )
+        compressor = ids[0]
+    elif compressor not in ids:
+        close = difflib.get_close_matches(compressor, ids, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"transform.compressor={compressor!r} is not in {where} (it holds {ids}){hint}")
+    mine = [e for e in entries if e.compressor == compressor]
+    draws = sorted({e.draw for e in mine})
+    if draw not in draws:
+        raise ConfigError(f"transform.draw={draw}: {where} holds draws {draws} of compressor {compressor!r}")
+    out: dict[str, Entry] = {}
+    for entry in mine:
+        if entry.draw != draw:
+            continue
+        if entry.row_id in out:
+            raise ConfigError(
+                f"{where}: row {entry.row_id} has two artifacts of compressor {compressor!r}, draw {draw} "
+                f"(lines {out[entry.row_id].line} and {entry.line})"
+            )
+        out[entry.row_id] = entry
+    return out
+
+
+def row_keys(source_id: str) -> list[str]:
+    """The file row ids that name this source, longest first: the source id, then each suffix after
+    a ``_`` (``hotpotqa_5a8b_x`` -> ``5a8b_x``, ``x``)."""
+    parts = source_id.split("_")
+    return ["_".join(parts[i:]) for i in range(len(parts)) if parts[i:] != [""]]
+
+
+@dataclass
+class Replay(Transform):
+    """``transform=replay transform.path=artifacts.jsonl [transform.compressor=ID] [transform.draw=K]``."""
+
+    #: the file; its content (the selected texts' hashes) is the identity, not where it lies
+    path: str = field(default="", metadata=NEVER)
+    #: the file's compressor id (needed when it holds several); the one chosen is the identity
+    compressor: str | None = field(default=None, metadata=NEVER)
+    draw: int = 0
+    _selected: tuple[str, dict[str, Entry]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    def validate(self) -> None:
+        check_int("transform.draw", self.draw, 0)
+        if not self.path:
+            raise ConfigError(
+                "transform.path is required: a JSONL file of compressed texts (see docs/rag.md)"
+            )
+        if not Path(self.path).is_file():
+            raise ConfigError(f"transform.path={self.path!r}: no such file")
+        self._entries()
+
+    def _entries(self) -> dict[str, Entry]:
+        """The selected entries, read and verified once per process."""
+        if self._selected is None:
+            entries = read_entries(self.path)
+            chosen = select(entries, self.compressor, self.draw, f"transform.path={self.path}")
+            self._selected = (next(iter(chosen.values())).compressor, chosen)
+        return self._selected[1]
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The compressor id and a digest of the selected rows' text and pool hashes: two files are
+        never one cell, and one file is always the same cell wherever it lies."""
+        entries = self._entries()
+        assert self._selected is not None
+        rows = sorted((e.row_id, e.sha256, e.pool_sha256) for e in entries.values())
+        return {"compressor_id": self._selected[0], "artifacts_sha256": digest(rows, 64)}
+
+    def _entry(self, source: Source) -> Entry:
+        entries = self._entries()
+        entry = next((entries[k] for k in row_keys(source.id) if k in entries), None)
+        if entry is None:
+            raise Unsupported(f"no artifact for row {source.id} in {self.path} (draw {self.draw})")
+        return entry
+
+    def provenance(self, source: Source) -> dict[str, Any]:
+        entry = self._entry(source)
+        return {
+            "artifact_row_id": entry.row_id,
+            "artifact_text_sha256": entry.sha256,
+            "candidate_pool_check": entry.pool_check or "match",
+        }
+
+    def apply(self, source: Source) -> Sequence[Segment]:
+        entry = self._entry(source)
+        if entry.text is None:
+            raise Unsupported(
+                f"the artifact of row {source.id} has no text in {self.path} "
+                "(ragscale wrote it with store_artifact_text: false)"
+            )
+        if entry.pool_sha256 is not None and entry.pool_sha256 != source.digest(reader_free=True):
+            raise ValueError(
+                f"row {source.id}: the artifact was compiled for candidate pool {entry.pool_sha256}, "
+                f"this row's pool is {source.digest(reader_free=True)}"
+            )
+        parts = source.parts()
+        if not any(s.role == "passage" for s in parts):
+            raise Unsupported(f"source {source.id} has no passage segments to replace")
+        rest = [s for s in parts if s.role != "passage"]
+        return [*rest, Segment("replay", entry.text, role="passage", title=entry.compressor)]
