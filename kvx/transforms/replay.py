@@ -61,52 +61,43 @@ def _bare(value: Any) -> str:
     return str(value).removeprefix("sha256:")
 
 
+#: (row id, compressor, text, text hash, pool hash) fields of each layout, and the fields it requires
+LAYOUTS = {
+    "ragscale": (
+        ("example_id", "compressor_id", "compressed_evidence", "compressed_artifact_hash", None),
+        {"compressor_id", "compressed_evidence", "compressed_artifact_hash"},
+    ),
+    "kvx": (
+        ("row_id", "compressor", "text", "sha256", "candidate_pool_sha256"),
+        {"compressor", "text", "sha256"},
+    ),
+}
+
+
 def parse_line(obj: dict[str, Any], line: int, where: str) -> Entry:
     """One file line in either layout, its text's hash verified; a ConfigError naming the row if not."""
-    if "example_id" in obj:  # ragscale's artifact manifest
-        missing = {"compressor_id", "compressed_evidence", "compressed_artifact_hash"} - obj.keys()
-        row, text, stored = (
-            str(obj["example_id"]),
-            obj.get("compressed_evidence"),
-            obj.get("compressed_artifact_hash"),
+    layout = "ragscale" if "example_id" in obj else "kvx" if "row_id" in obj else None
+    if layout is None:
+        raise ConfigError(
+            f"{where} line {line}: neither kvx's layout (row_id, compressor, text, sha256) "
+            "nor ragscale's artifact manifest (example_id, compressor_id, ...)"
         )
-        entry = Entry(
-            row,
-            str(obj.get("compressor_id")),
-            int(obj.get("draw", 0)),
-            text,
-            _bare(stored),
-            None,
-            RAGSCALE_POOL,
-            line,
-        )
-    elif "row_id" in obj:  # kvx's layout
-        missing = {"compressor", "text", "sha256"} - obj.keys()
-        row, text, stored = str(obj["row_id"]), obj.get("text"), obj.get("sha256")
-        pool = obj.get("candidate_pool_sha256")
-        check = "" if pool else NO_POOL
-        entry = Entry(
-            row,
-            str(obj.get("compressor")),
-            obj.get("draw", 0),
-            text,
-            _bare(stored),
-            pool and _bare(pool),
-            check,
-            line,
-        )
-    else:
-        raise ConfigError(f"{where} line {line}: neither kvx's layout (row_id, compressor, text, sha256) nor ragscale's artifact manifest (example_id, ...)")  # fmt: skip
+    (row_key, compressor, text_key, hash_key, pool_key), required = LAYOUTS[layout]
+    row, draw = str(obj[row_key]), obj.get("draw", 0)
+    missing = required - obj.keys()
     if missing:
         raise ConfigError(f"{where} line {line} (row {row}): missing {sorted(missing)}")
-    if not isinstance(entry.draw, int) or isinstance(entry.draw, bool) or entry.draw < 0:
-        raise ConfigError(f"{where} line {line} (row {row}): draw={entry.draw!r} must be an integer >= 0")
-    if text is not None and (not isinstance(text, str) or text_sha256(text) != entry.sha256):
+    if not isinstance(draw, int) or isinstance(draw, bool) or draw < 0:
+        raise ConfigError(f"{where} line {line} (row {row}): draw={draw!r} must be an integer >= 0")
+    text, stored = obj[text_key], str(obj[hash_key])
+    if text is not None and (not isinstance(text, str) or text_sha256(text) != _bare(stored)):
         raise ConfigError(
             f"{where} line {line}: the text of row {row} does not match its sha256 {stored!r} "
             "(edited after it was written?)"
         )
-    return entry
+    pool = obj.get(pool_key) if pool_key else None
+    check = RAGSCALE_POOL if layout == "ragscale" else "" if pool else NO_POOL
+    return Entry(row, str(obj[compressor]), draw, text, _bare(stored), pool and _bare(pool), check, line)
 
 
 def read_entries(path: str) -> list[Entry]:
