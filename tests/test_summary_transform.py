@@ -52,3 +52,35 @@ def test_a_served_compressor_is_checked_before_anything_loads_and_keeps_old_iden
         Summary(reader="openai", reader_fields=fields).validate()
     with pytest.raises(ConfigError, match="transform.reader_fields=.*unexpected keyword argument 'modle'"):
         Summary(reader="openai", reader_fields={"modle": "m"}).validate()
+
+
+def test_draws_are_fresh_seeded_summaries_and_draw_0_keeps_its_identity() -> None:
+    """ragscale B.6: repeated summary artifacts of one compressor; draw K samples with seed K."""
+    from kvx.core.identity import fields_of
+
+    assert "draw" not in fields_of(Summary(reader="tiny")) and "draw_temperature" not in fields_of(Summary())
+    assert fields_of(Summary(reader="tiny", draw=2))["draw"] == 2  # another cell, another artifact
+    texts = {k: Summary(reader="tiny", max_new_tokens=6, draw=k).apply(SOURCE)[1].text for k in (0, 1, 2)}
+    assert texts[1] == Summary(reader="tiny", max_new_tokens=6, draw=1).apply(SOURCE)[1].text  # seeded
+    assert len(set(texts.values())) == 3  # the random tiny reader's samples differ from its greedy text
+    with pytest.raises(ValueError, match="transform.draw=-1"):
+        Summary(draw=-1).validate()
+    with pytest.raises(ValueError, match="transform.draw_temperature=0"):
+        Summary(draw_temperature=0).validate()
+
+
+def test_a_served_draw_asks_with_its_seed_and_temperature() -> None:
+    from kvx.modeling.chat import ChatReply
+
+    asked = []
+
+    class Endpoint:
+        def complete(self, requests, progress=False):
+            asked.extend(requests)
+            return [ChatReply(text=" s ", stop_reason="eos") for _ in requests]
+
+    for draw in (0, 3):
+        summary = Summary(reader="openai", draw=draw, draw_temperature=0.7)
+        summary._loaded = Endpoint()
+        assert summary.summarize("docs", "q?") == "s"
+    assert asked[0].options == () and dict(asked[1].options) == {"temperature": "0.7", "seed": "3"}
