@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 
 from kvx.aggregate.analyse.answer_metrics import paired_answers
 from kvx.aggregate.analyse.audit import audit, with_families
+from kvx.aggregate.analyse.audit_draws import audit_draws
 from kvx.aggregate.analyse.contrast import contrast, contrast_by_ratio
 from kvx.aggregate.analyse.cost_frontier import costs, frontier
 from kvx.aggregate.analyse.intervention import intervention
@@ -171,6 +172,9 @@ def analyse(
         put("audit_readers", audited.readers)
         put("audit_pairs", audited.pairs)
         put("audit_panel", audited.panel)
+        draws = audit_draws(audit_frame, audited.pairs, audited.panel)  # ragscale Table 16 and B.6
+        if not draws.empty:
+            put("audit_draws", draws)
         validated.problems.extend(audited.problems)
     if validated.unknown:
         put("provenance", validated.provenance())
