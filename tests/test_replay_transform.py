@@ -112,7 +112,8 @@ def test_file_rows_name_task_rows_by_source_id_or_its_longest_suffix():
     ]  # fmt: skip
     assert row_keys("pools_q_1") == ["pools_q_1", "q_1", "1"]
     # ragscale's example ids are its dataset's running numbers (hpqa-0000 is HotpotQA dev
-    # 5a8e3ea95542995a26add48d, not row 0 of any file kvx reads): they name no kvx HotpotQA row
+    # 5a8e3ea95542995a26add48d, not row 0 of any file kvx reads): they name no kvx HotpotQA row by id
+    # (transform.dataset matches them by question and passages: see below)
     assert "hpqa-0003" not in row_keys("hotpotqa_5a8b57f25542995d1e6f1371")
     assert "hpqa-0003" in row_keys("demo_hpqa-0003")  # a task whose own row ids are ragscale's
 
@@ -228,3 +229,65 @@ def test_a_pool_hash_is_checked_against_the_row_as_kvx_sees_it(tmp_path, tiny):
         refused.status == "error"
         and "row hotpotqa_id1: the artifact was compiled for candidate pool ffff" in refused.reason
     )
+
+
+# ----------------------------------------------------------------------------- ragscale's own example ids
+def test_ragscale_pool_ids_follow_its_canonical_evidence_rule():
+    """ragscale.config.canonical_evidence joins the pool's documents (a mapping's text, content or
+    page_content, else its sorted JSON) with a blank line; ragscale.cache.digest hashes the UTF-8 bytes."""
+    from kvx.transforms.ragscale_dataset import canonical_evidence
+
+    pool = [{"id": "a", "text": "[Ä] x"}, "plain", {"content": "c"}, {"k": 1}]
+    assert canonical_evidence(pool) == '[Ä] x\n\nplain\n\nc\n\n{"k": 1}'
+    assert hashlib.sha256(canonical_evidence(pool).encode("utf-8")).hexdigest() == (
+        "cede40417b01367439d5831d054ac9546e886553e8e76f47ba26ea5e74189cbf"
+    )
+
+
+def ragscale_case(i: int, row: dict, edit: str = "") -> dict:
+    pool = [
+        {"id": f"p{j}", "text": f"[{t}] " + " ".join(s) + edit} for j, (t, s) in enumerate(row["context"])
+    ]
+    return {"example_id": f"hpqa-{i:04d}", "question": row["question"], "reference_answers": [row["answer"]],
+            "candidate_pool": pool}  # fmt: skip
+
+
+def test_ragscale_ids_match_kvx_rows_by_question_and_passages(tmp_path, tiny):
+    from kvx.pipeline.engine import Engine
+    from kvx.transforms.ragscale_dataset import canonical_evidence
+
+    task = tmp_path / "hotpot.json"
+    task.write_text(json.dumps(HOTPOT))
+    # hpqa-0001's pool differs from kvx's row (a passage edited); HOTPOT[2] has no artifact
+    cases = [ragscale_case(0, HOTPOT[0]), ragscale_case(1, HOTPOT[1], edit=" Edited.")]
+    dataset = write(tmp_path / "dataset.jsonl", cases)
+
+    def line(case, text):
+        pool_id = "sha256:" + text_sha256(canonical_evidence(case["candidate_pool"]))
+        return ragscale_line(case["example_id"], text, candidate_pool_id=pool_id)
+
+    path = write(tmp_path / "m.jsonl", [line(cases[0], "Thing 0 is in place0."), line(cases[1], "Thing 1.")])
+    engine = Engine(tmp_path / "outputs", 2**28)
+    replay = Replay(path=path, dataset=dataset)
+    replay.validate()
+    records = engine.run_cells([hotpot_cell(str(task), replay)], tiny, progress=False)[0]
+    by_id = {r.source_id: r for r in records}
+    assert by_id["hotpotqa_id0"].status == "supported"
+    assert by_id["hotpotqa_id0"].transform["artifact_row_id"] == "hpqa-0000"
+    assert (
+        by_id["hotpotqa_id0"]
+        .transform["candidate_pool_check"]
+        .startswith("match: the dataset row's question")
+    )
+    assert by_id["hotpotqa_id1"].status == "error"
+    assert "row hotpotqa_id1: the question is that of ['hpqa-0001']" in by_id["hotpotqa_id1"].reason
+    assert by_id["hotpotqa_id2"].status == "unsupported" and "by question" in by_id["hotpotqa_id2"].reason
+    assert "dataset_sha256" in replay.fingerprint()
+    # a manifest whose pool id is not its dataset row's is refused before anything loads
+    wrong = ragscale_line("hpqa-0000", "Thing 0 is in place0.", candidate_pool_id="sha256:" + "e" * 64)
+    with pytest.raises(ConfigError, match="row hpqa-0000: the artifact was compiled for candidate pool eeee"):
+        Replay(path=write(tmp_path / "w.jsonl", [wrong]), dataset=dataset).validate()
+    with pytest.raises(ConfigError, match="has no row hpqa-0009"):
+        Replay(
+            path=write(tmp_path / "x.jsonl", [ragscale_line("hpqa-0009", "t")]), dataset=dataset
+        ).validate()

@@ -10,15 +10,19 @@ The file (``transform.path``) is JSONL in one of two layouts, told apart line by
   ``compressor_id``, the text inline in ``compressed_evidence`` (null when ragscale ran with
   ``store_artifact_text: false``) and ``compressed_artifact_hash`` = ``"sha256:"`` + the hex sha256 of
   its UTF-8 bytes (``ragscale.cache.digest``). Its ``candidate_pool_id`` hashes ragscale's own
-  rendering of the pool, which kvx does not rebuild: the pool is then recorded as not checked.
+  rendering of the pool, which kvx does not rebuild: the pool is then recorded as not checked, unless
+  ragscale's dataset file is given.
 
 Every text's hash is verified when the transform is validated, before any model loads. A file row
 names a task row by the task's source id (``hotpotqa_5a8b57f2...``) or its longest suffix after a
-``_`` (the task's own row id, ``5a8b57f2...``). The replayed text replaces the row's passages.
+``_`` (the task's own row id, ``5a8b57f2...``); ragscale's own ids (``hpqa-0003``) by the question and
+passages of their row in ragscale's dataset file (``transform.dataset``, ``kvx.transforms.ragscale_dataset``).
+The replayed text replaces the row's passages.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import json
@@ -32,10 +36,14 @@ from kvx.core.errors import ConfigError, Unsupported
 from kvx.core.identity import NEVER, digest
 from kvx.core.source import Segment, Source
 from kvx.transforms.base import Transform
+from kvx.transforms.ragscale_dataset import Case, collapse, question_of, read_dataset, same_pool
 
 #: what the record says of a ragscale pool id (it hashes ragscale's text of the pool, not kvx's)
 RAGSCALE_POOL = "not checked: ragscale's candidate_pool_id hashes its own rendering of the pool"
 NO_POOL = "not checked: the file gives no candidate_pool_sha256"
+MATCHED = (
+    "match: the dataset row's question and passages (whitespace collapsed); its pool id by ragscale's rule"
+)
 
 
 def text_sha256(text: str) -> str:
@@ -55,6 +63,7 @@ class Entry:
     pool_sha256: str | None  # None: the file gives none kvx can check
     pool_check: str  # why the pool is not checked, when it is not
     line: int
+    foreign_pool: str | None = None  # ragscale's candidate_pool_id (hex), checked against its dataset
 
 
 def _bare(value: Any) -> str:
@@ -97,7 +106,12 @@ def parse_line(obj: dict[str, Any], line: int, where: str) -> Entry:
         )
     pool = obj.get(pool_key) if pool_key else None
     check = RAGSCALE_POOL if layout == "ragscale" else "" if pool else NO_POOL
-    return Entry(row, str(obj[compressor]), draw, text, _bare(stored), pool and _bare(pool), check, line)
+    foreign = (
+        _bare(obj["candidate_pool_id"]) if layout == "ragscale" and obj.get("candidate_pool_id") else None
+    )
+    return Entry(
+        row, str(obj[compressor]), draw, text, _bare(stored), pool and _bare(pool), check, line, foreign
+    )
 
 
 def read_entries(path: str) -> list[Entry]:
@@ -161,16 +175,21 @@ def row_keys(source_id: str) -> list[str]:
 
 @dataclass
 class Replay(Transform):
-    """``transform=replay transform.path=artifacts.jsonl [transform.compressor=ID] [transform.draw=K]``."""
+    """``transform=replay transform.path=artifacts.jsonl [transform.compressor=ID] [transform.draw=K]
+    [transform.dataset=ragscale_dataset.jsonl]``."""
 
     #: the file; its content (the selected texts' hashes) is the identity, not where it lies
     path: str = field(default="", metadata=NEVER)
     #: the file's compressor id (needed when it holds several); the one chosen is the identity
     compressor: str | None = field(default=None, metadata=NEVER)
     draw: int = 0
+    #: ragscale's dataset file, to match its own example ids to kvx rows by question and passages
+    dataset: str = field(default="", metadata=NEVER)
     _selected: tuple[str, dict[str, Entry]] | None = field(
         default=None, init=False, repr=False, compare=False
     )
+    _cases: dict[str, Case] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _by_question: dict[str, list[str]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def validate(self) -> None:
         check_int("transform.draw", self.draw, 0)
@@ -180,6 +199,8 @@ class Replay(Transform):
             )
         if not Path(self.path).is_file():
             raise ConfigError(f"transform.path={self.path!r}: no such file")
+        if self.dataset and not Path(self.dataset).is_file():
+            raise ConfigError(f"transform.dataset={self.dataset!r}: no such file")
         self._entries()
 
     def _entries(self) -> dict[str, Entry]:
@@ -187,8 +208,27 @@ class Replay(Transform):
         if self._selected is None:
             entries = read_entries(self.path)
             chosen = select(entries, self.compressor, self.draw, f"transform.path={self.path}")
+            if self.dataset:
+                self._index(chosen)
             self._selected = (next(iter(chosen.values())).compressor, chosen)
         return self._selected[1]
+
+    def _index(self, chosen: dict[str, Entry]) -> None:
+        """The dataset's rows of the chosen artifacts by question, each artifact's pool id checked
+        against its dataset row by ragscale's rule (a ConfigError naming the row if it differs)."""
+        self._cases = read_dataset(self.dataset)
+        for entry in chosen.values():
+            case = self._cases.get(entry.row_id)
+            if case is None:
+                raise ConfigError(
+                    f"transform.dataset={self.dataset} has no row {entry.row_id} (of {self.path})"
+                )
+            if entry.foreign_pool is not None and entry.foreign_pool != case.pool_id:
+                raise ConfigError(
+                    f"row {entry.row_id}: the artifact was compiled for candidate pool {entry.foreign_pool}, "
+                    f"transform.dataset's row hashes to {case.pool_id}"
+                )
+            self._by_question.setdefault(collapse(case.question), []).append(entry.row_id)
 
     def fingerprint(self) -> dict[str, Any]:
         """The compressor id and a digest of the selected rows' text and pool hashes: two files are
@@ -196,14 +236,35 @@ class Replay(Transform):
         entries = self._entries()
         assert self._selected is not None
         rows = sorted((e.row_id, e.sha256, e.pool_sha256) for e in entries.values())
-        return {"compressor_id": self._selected[0], "artifacts_sha256": digest(rows, 64)}
+        out = {"compressor_id": self._selected[0], "artifacts_sha256": digest(rows, 64)}
+        if self.dataset:  # which kvx row each artifact goes to
+            cases = sorted((c.example_id, collapse(c.question), c.docs) for c in self._cases.values())
+            out["dataset_sha256"] = digest(cases, 64)
+        return out
 
     def _entry(self, source: Source) -> Entry:
         entries = self._entries()
         entry = next((entries[k] for k in row_keys(source.id) if k in entries), None)
+        if entry is None and self.dataset:
+            return self._by_content(source)
         if entry is None:
             raise Unsupported(f"no artifact for row {source.id} in {self.path} (draw {self.draw})")
         return entry
+
+    def _by_content(self, source: Source) -> Entry:
+        """The artifact whose dataset row has this row's question and passages."""
+        asked = self._by_question.get(question_of(source), [])
+        if not asked:
+            raise Unsupported(
+                f"no artifact for row {source.id} in {self.path} (draw {self.draw}, by question)"
+            )
+        for row in asked:
+            if same_pool(self._cases[row], source):
+                return dataclasses.replace(self._entries()[row], pool_check=MATCHED)
+        raise ValueError(
+            f"row {source.id}: the question is that of {asked} in {self.dataset}, the candidate pool is not "
+            "(an artifact compiled for another pool is not this row's)"
+        )
 
     def provenance(self, source: Source) -> dict[str, Any]:
         entry = self._entry(source)
