@@ -280,9 +280,23 @@ def test_ragscale_ids_match_kvx_rows_by_question_and_passages(tmp_path, tiny):
         .startswith("match: the dataset row's question")
     )
     assert by_id["hotpotqa_id1"].status == "error"
-    assert "row hotpotqa_id1: the question is that of ['hpqa-0001']" in by_id["hotpotqa_id1"].reason
+    assert "row hotpotqa_id1: the artifact of ['hpqa-0001'] in" in by_id["hotpotqa_id1"].reason
     assert by_id["hotpotqa_id2"].status == "unsupported" and "by question" in by_id["hotpotqa_id2"].reason
     assert "dataset_sha256" in replay.fingerprint()
+    # a row named by its id is still checked against its dataset row: another question is refused
+    from kvx.transforms.none import Identity
+
+    source = next(
+        s for s in engine.sources(hotpot_cell(str(task), Identity()), tiny) if s.id == "hotpotqa_id0"
+    )
+    keyed = ragscale_case(0, HOTPOT[0]) | {"example_id": "id0", "question": "Another question?"}
+    other = Replay(
+        path=write(tmp_path / "m2.jsonl", [line(keyed, "T.")]), dataset=write(tmp_path / "d2.jsonl", [keyed])
+    )
+    with pytest.raises(
+        ValueError, match=r"row hotpotqa_id0: the artifact of \['id0'\] in .* another question"
+    ):
+        other.apply(source)
     # a manifest whose pool id is not its dataset row's is refused before anything loads
     wrong = ragscale_line("hpqa-0000", "Thing 0 is in place0.", candidate_pool_id="sha256:" + "e" * 64)
     with pytest.raises(ConfigError, match="row hpqa-0000: the artifact was compiled for candidate pool eeee"):

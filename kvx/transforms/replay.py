@@ -243,27 +243,26 @@ class Replay(Transform):
         return out
 
     def _entry(self, source: Source) -> Entry:
+        """The row's artifact: by source id, else (with ragscale's dataset) by question; with the
+        dataset, the artifact's dataset row must have this row's question and passages."""
         entries = self._entries()
         entry = next((entries[k] for k in row_keys(source.id) if k in entries), None)
-        if entry is None and self.dataset:
-            return self._by_content(source)
-        if entry is None:
-            raise Unsupported(f"no artifact for row {source.id} in {self.path} (draw {self.draw})")
-        return entry
-
-    def _by_content(self, source: Source) -> Entry:
-        """The artifact whose dataset row has this row's question and passages."""
-        asked = self._by_question.get(question_of(source), [])
-        if not asked:
+        if not self.dataset:
+            if entry is None:
+                raise Unsupported(f"no artifact for row {source.id} in {self.path} (draw {self.draw})")
+            return entry
+        rows = [entry.row_id] if entry is not None else self._by_question.get(question_of(source), [])
+        if not rows:
             raise Unsupported(
                 f"no artifact for row {source.id} in {self.path} (draw {self.draw}, by question)"
             )
-        for row in asked:
-            if same_pool(self._cases[row], source):
-                return dataclasses.replace(self._entries()[row], pool_check=MATCHED)
+        for row in rows:
+            case = self._cases[row]
+            if collapse(case.question) == question_of(source) and same_pool(case, source):
+                return dataclasses.replace(entries[row], pool_check=MATCHED)
         raise ValueError(
-            f"row {source.id}: the question is that of {asked} in {self.dataset}, the candidate pool is not "
-            "(an artifact compiled for another pool is not this row's)"
+            f"row {source.id}: the artifact of {rows} in {self.dataset} was compiled for another question "
+            "or candidate pool (an artifact compiled for another pool is not this row's)"
         )
 
     def provenance(self, source: Source) -> dict[str, Any]:
