@@ -57,17 +57,27 @@ def frames():
             "text_hash": "z",
         }
     )
-    head = {"task": "hotpotqa", "compressor": "none", "setting": "-", "metric": "em"}
+    head = {"task": "hotpotqa", "setting": "-", "metric": "em"}
+    # the matrix suffixes the compressor label with the transform fields that vary across cells
+    press = {
+        D0: "none",
+        D1: "none[transform.draw=1]",
+        D2: "none[transform.draw=2, transform.draw_temperature=0.7]",
+        "bm25_top_k[k=3]": "none",
+        f"{D0} -> {D1}": "none",
+    }
+
+    def at(evidence: str) -> dict:
+        return head | {"evidence": evidence, "compressor": press[evidence]}
+
     pairs = pd.DataFrame(
-        [
-            head | {"evidence": e, "kind": "endpoints", "retention": v}
-            for e, v in ((D0, 0.6), (D1, 0.4), (D2, np.nan))
-        ]
-        + [head | {"evidence": D0, "kind": "declared", "retention": 0.9}]  # not the endpoint pair
+        [at(e) | {"kind": "endpoints", "retention": v} for e, v in ((D0, 0.6), (D1, 0.4), (D2, np.nan))]
+        + [at(D0) | {"kind": "declared", "retention": 0.9}]  # not the endpoint pair
     )
     panel = pd.DataFrame(
-        [head | {"evidence": e, "excess_flips": v} for e, v in ((D0, 0.3), (D1, 0.5), (D2, 0.1))]
-        + [head | {"evidence": "bm25_top_k[k=3]", "excess_flips": 0.2}]  # one draw: no row
+        [at(e) | {"excess_flips": v} for e, v in ((D2, 0.1), (D0, 0.3), (D1, 0.5))]
+        + [at("bm25_top_k[k=3]") | {"excess_flips": 0.2}]  # one draw: no row
+        + [at(f"{D0} -> {D1}") | {"excess_flips": 0.9}]  # an evidence swap (--swap) is no draw
     )
     return pd.DataFrame(rows), pairs, panel
 

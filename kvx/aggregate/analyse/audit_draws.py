@@ -75,6 +75,7 @@ def integrity(hashes: pd.DataFrame) -> tuple[int, float, float, float]:
 
 def audit_draws(rows: pd.DataFrame, pairs: pd.DataFrame, panel: pd.DataFrame) -> pd.DataFrame:
     """One row per task x draw group x compressor x setting x metric with two or more draws."""
+    panel = panel[~panel["evidence"].str.contains(" -> ", regex=False)]  # a --swap is no draw
     if panel.empty:
         return pd.DataFrame(columns=COLUMNS)
     panel = panel.assign(
