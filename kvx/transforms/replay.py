@@ -236,10 +236,10 @@ class Replay(Transform):
         entries = self._entries()
         assert self._selected is not None
         rows = sorted((e.row_id, e.sha256, e.pool_sha256) for e in entries.values())
-        out = {"compressor_id": self._selected[0], "artifacts_sha256": digest(rows, 64)}
+        out = {"compressor_id": self._selected[0], "artifacts_sha256": digest(rows)}
         if self.dataset:  # which kvx row each artifact goes to
             cases = sorted((c.example_id, collapse(c.question), c.docs) for c in self._cases.values())
-            out["dataset_sha256"] = digest(cases, 64)
+            out["dataset_sha256"] = digest(cases)
         return out
 
     def _entry(self, source: Source) -> Entry:
