@@ -96,12 +96,11 @@ def test_transformed_sources_keep_the_system_prompt():
 def test_dialogue_transforms_are_versioned_in_the_cell_identity():
     """Cells stored before the system prompt was kept are recomputed, not reused; an unversioned
     transform's cells keep their ids."""
-    from kvx.pipeline.cell import _version
     from kvx.transforms.retrieval import BM25TopK
 
     recency = selection("recency", Recency(), 0.5, True)
-    assert _version(DeleteTurns("update")) == {"version": "2"} == _version(recency)
-    assert _version(BM25TopK()) == {}
+    assert DeleteTurns("update").fingerprint() == {"version": "2"} == recency.fingerprint()
+    assert BM25TopK().fingerprint() == {}
 
 
 def test_tasks_validate_before_any_model(tmp_path):

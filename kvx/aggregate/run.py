@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 from kvx.aggregate.analyse.answer_metrics import paired_answers
 from kvx.aggregate.analyse.audit import audit, with_families
 from kvx.aggregate.analyse.audit_controls import AuditControls
+from kvx.aggregate.analyse.audit_draws import audit_draws
 from kvx.aggregate.analyse.audit_outcomes import (
     MIN_SLICE_ROWS,
     RETENTION_ALERT,
@@ -217,6 +218,9 @@ def analyse(
             audited.readers, audited.panel, options.n_boot, options.seed
         ).items():
             put(name, frame)  # after ragscale B.7: kvx's leave-one-cell-out spacing vs instability index
+        draws = audit_draws(audit_frame, audit_pairs, audited.panel)  # ragscale Table 16 and B.6
+        if not draws.empty:
+            put("audit_draws", draws)
         validated.problems.extend(audited.problems)
         slices, found = audit_slices(
             audit_frame, audit_pairs, options.slice_by or [], options.min_slice_rows, options.min_gap

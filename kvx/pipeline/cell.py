@@ -60,7 +60,7 @@ class Cell:
         return CellIdentity(
             task=component(self.task_name, self.task, scorer_version=type(self.task).scorer_version),
             reader=reader,
-            transform=component(self.transform_name, self.transform, **_version(self.transform)),
+            transform=component(self.transform_name, self.transform, **self.transform.fingerprint()),
             compressor=component(self.press_name, self.compressor),
             setting=self.spec(),
             seed=self.seed,
@@ -69,11 +69,6 @@ class Cell:
             max_new_tokens=self.max_new_tokens,
             query_aware=self.query_aware,
         )
-
-
-def _version(transform: Transform) -> dict[str, str]:
-    """A transform's version, when it has one (existing cells of unversioned transforms keep their ids)."""
-    return {"version": type(transform).version} if type(transform).version else {}
 
 
 @dataclass

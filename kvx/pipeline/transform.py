@@ -76,6 +76,7 @@ def transform_source(
         "n_segments": len(original),
         "evidence_kept": len(evidence),
         "evidence_total": len(read.evidence),
+        **transform.provenance(source),
     }
     if source.pool is not None:
         info["input"] = "pool"  # the compressor read the stored pool, not the raw reader input

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from kvx.core.source import Segment, Source
@@ -35,6 +35,16 @@ class Transform(ABC):
 
     def validate(self) -> None:  # noqa: B027 - optional hook
         """Raise ``kvx.core.errors.ConfigError`` for invalid fields, before any model loads."""
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What the fields alone leave open about the output (the content of a file the transform
+        replays) and the transform's ``version``: added to the cell identity, so two inputs are never
+        one cell."""
+        return {"version": self.version} if self.version else {}
+
+    def provenance(self, source: Source) -> dict[str, Any]:
+        """What the record says about where this source's output came from, beside its hashes."""
+        return {}
 
     def bind(self, reader: LoadedReader) -> None:  # noqa: B027 - optional hook
         """Called once per cell with the loaded reader, for transforms that score text with it."""

@@ -7,6 +7,11 @@ The compressor reader is any kvx reader (``transform.reader``, its fields in
 ragscale's worked example) is asked through its endpoint. Outputs go through the artifact store like
 every transform, so a summary is written once per (row, config) and replayed byte-identically to every
 reader.
+
+``transform.draw=K`` (K > 0) is a fresh summary draw (ragscale Table 16 / B.6: repeated summary artifacts
+of one compressor, each its own evidence condition): sampled at ``draw_temperature`` with seed K, from
+the in-process compressor's own distribution or as the served request's ``seed``; each draw is stored
+apart. Draw 0 is the greedy summary, and its cells keep their ids.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvx.core.checks import check_int
+from kvx.core.checks import check_int, check_number
 from kvx.core.errors import ConfigError, Unsupported
 from kvx.core.identity import WHEN_SET
 from kvx.core.source import Segment, Source
@@ -32,10 +37,15 @@ class Summary(Transform):
     max_new_tokens: int = 128
     #: the compressor reader's fields, e.g. {base_url: ..., model: ...} for reader=openai
     reader_fields: dict[str, Any] = field(default_factory=dict, metadata=WHEN_SET)
+    #: 0: the greedy summary; K > 0: a fresh draw sampled with seed K
+    draw: int = field(default=0, metadata=WHEN_SET)
+    draw_temperature: float = field(default=1.0, metadata=WHEN_SET)
     _loaded: Any = field(default=None, init=False, repr=False, compare=False)
 
     def validate(self) -> None:
         check_int("transform.max_new_tokens", self.max_new_tokens, 1)
+        check_int("transform.draw", self.draw, 0)
+        check_number("transform.draw_temperature", self.draw_temperature, 1e-6)
         if not isinstance(self.reader, str) or not self.reader:
             raise ConfigError(f"transform.reader={self.reader!r} must name a kvx reader")
         config = self._config()
@@ -73,7 +83,9 @@ class Summary(Transform):
             from kvx.modeling.chat import ChatRequest
 
             text = f"{INSTRUCTION}\n\n{documents}\n\nQuestion: {question}\nSummary:"
-            (reply,) = loaded.complete([ChatRequest((("user", text),), self.max_new_tokens)], progress=False)
+            options = {"temperature": self.draw_temperature, "seed": self.draw} if self.draw else {}
+            request = ChatRequest.of([{"role": "user", "content": text}], self.max_new_tokens, options)
+            (reply,) = loaded.complete([request], progress=False)
             if isinstance(reply, Exception):
                 raise reply
             return reply.text.strip()
@@ -82,8 +94,32 @@ class Summary(Transform):
         with torch.inference_mode(), loaded.autocast():
             loaded.model(input_ids=prompt.context_ids, past_key_values=cache)
             start, budget = int(prompt.context_ids.shape[1]), self.max_new_tokens
+            if self.draw:
+                return self._sample(loaded, cache, prompt.question_ids, start).strip()
             gen = greedy_decode(loaded.model, loaded.tokenizer, cache, prompt.question_ids, start, budget)
         return gen.text.strip()
+
+    def _sample(self, loaded: Any, cache: Any, feed: Any, start: int) -> str:
+        """Draw ``self.draw``: tokens sampled from softmax(logits / temperature) with a generator
+        seeded by the draw, until end of sequence or the budget."""
+        import torch
+
+        from kvx.modeling.generation import eos_ids
+
+        generator = torch.Generator(device=feed.device).manual_seed(self.draw)
+        stop, ids = set(eos_ids(loaded.model)), []
+        for _ in range(self.max_new_tokens):
+            positions = torch.arange(start, start + feed.shape[1], device=feed.device).unsqueeze(0)
+            out = loaded.model(
+                input_ids=feed, past_key_values=cache, position_ids=positions, logits_to_keep=1
+            )
+            probs = torch.softmax(out.logits[0, -1].float() / self.draw_temperature, -1)
+            feed = torch.multinomial(probs, 1, generator=generator).view(1, 1)
+            start += positions.shape[1]
+            ids.append(int(feed))
+            if ids[-1] in stop:
+                break
+        return loaded.tokenizer.decode(ids, skip_special_tokens=True)
 
     def _reader(self) -> Any:
         """The compressor reader, loaded for this transform only (the panel's reader stays loaded), or

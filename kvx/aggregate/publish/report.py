@@ -247,6 +247,20 @@ OPTIONAL_SECTIONS: tuple[Section, ...] = (
         for anchor, heading, text, tables in AUDIT_CONTROLS
     ),  # ragscale A.6-A.7, after the audit
     Section(
+        "audit_draws",
+        "Repeated artifact draws (ragscale Table 16, B.6)",
+        "Evidence conditions that differ only by their draw (transform.draw=K of summary or replay) are "
+        "one artifact drawn several times, each draw its own evidence condition of the reader-upgrade "
+        "audit. Per task, compressor, setting and metric: n_draws and the draws, the lowest and highest "
+        "endpoint retention (audit_pairs) and excess flips (audit_panel) over the draws, and the "
+        "artifacts' integrity on the n_rows every draw has a text for: identical_share = rows whose text "
+        "is byte-identical across all draws, pairwise_share_min/max = the lowest and highest share of "
+        "rows two draws share byte for byte.",
+        (),
+        ("audit_draws",),
+        "no repeated artifact draws",
+    ),
+    Section(
         "provenance",
         "External records: unknown fields",
         "Records converted from a ledger kvx did not write (provenance: external) may leave fields the "
