@@ -449,7 +449,8 @@ def test_matrix_and_agreement_table_by_hand(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow  # two prestarted processes: a TPBench sweep judged by an in-process tiny judge, aggregated
-def test_cli_judges_a_tpbench_sweep_and_the_report_shows_the_kappa_table(tmp_path: Path) -> None:
+def test_cli_judges_a_tpbench_sweep_and_the_report_shows_the_kappa_table(tmp_path: Path, blank_store) -> None:
+    blank_store(tmp_path)
     env = kvx_env()
     args = [
         "task=tpbench_p1", "reader=tiny", "turn_selector=recency", "turn_fraction=0.3", "press=none",
