@@ -7,13 +7,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import prestarted
 import pytest
+from helpers import kvx_env
 
 from kvx.aggregate.analyse.judges import cohen_kappa
 from kvx.core.errors import ConfigError
@@ -449,17 +448,16 @@ def test_matrix_and_agreement_table_by_hand(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------------------- CLI
 
 
-@pytest.mark.slow  # ~45 s, two subprocesses: a TPBench sweep judged by an in-process tiny judge, aggregated
-def test_cli_judges_a_tpbench_sweep_and_the_report_shows_the_kappa_table(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+@pytest.mark.slow  # two prestarted processes: a TPBench sweep judged by an in-process tiny judge, aggregated
+def test_cli_judges_a_tpbench_sweep_and_the_report_shows_the_kappa_table(tmp_path: Path, blank_store) -> None:
+    blank_store(tmp_path)
+    env = kvx_env()
     args = [
         "task=tpbench_p1", "reader=tiny", "turn_selector=recency", "turn_fraction=0.3", "press=none",
         "n_sources=4", "judge=tpbench_p1", "judge.reader=tiny", "judge.max_tokens=8", "progress=false",
         "max_new_tokens=8", "diagnostics=[]",
     ]  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-m", "kvx", *args], cwd=tmp_path, env=env, capture_output=True, text=True
-    )
+    done = prestarted.run("kvx", args, tmp_path, env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     from mlflow.tracking import MlflowClient
 
@@ -475,10 +473,9 @@ def test_cli_judges_a_tpbench_sweep_and_the_report_shows_the_kappa_table(tmp_pat
         for side in ("full", "compressed"):
             j = r[side]["judgments"]["tpbench_p1"]
             assert j["judge"]["template_sha256"] == sha256(PROMPT) and j["judge"]["model"]["name"] == "tiny"
-    done = subprocess.run(
-        [sys.executable, "-m", "kvx.aggregate", "--quiet", "--no-plots"], cwd=tmp_path, env=env,
-        capture_output=True, text=True,
-    )  # fmt: skip
+    # few resamples: the judge tables count answers and never draw
+    aggregate = ["--quiet", "--no-plots", "--boot", "20", "--splits", "20", "--null-draws", "2"]
+    done = prestarted.run("kvx.aggregate", aggregate, tmp_path, env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     (report,) = (tmp_path / "outputs" / "aggregate").glob("*/report.html")
     html = report.read_text()

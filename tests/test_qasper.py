@@ -321,7 +321,7 @@ def test_evidence_coverage_by_hand_on_a_rendered_source(tiny, qasper_file):
 
 
 @pytest.mark.slow
-def test_end_to_end_run_measures_coverage_on_qasper(tmp_path, qasper_file):
+def test_end_to_end_run_measures_coverage_on_qasper(tmp_path, qasper_file, blank_store):
     """``python -m kvx task=qasper`` (a prestarted process): seed 6 draws one source with a mapped
     paragraph (and an unmapped caption) and one whose only evidence maps nowhere; both are run, coverage
     is measured for the first and not applicable, with its reason, for the second."""
@@ -329,6 +329,7 @@ def test_end_to_end_run_measures_coverage_on_qasper(tmp_path, qasper_file):
     from mlflow.tracking import MlflowClient
 
     assert sorted(split(qasper_file, 2, seed=6)) == ["qasper_qa2_0", "qasper_qc1_0"]
+    blank_store(tmp_path)
     args = [f"task.path={qasper_file}", "reader=tiny", "n_sources=2", "seed=6", "press=snapkv", "ratio=0.5"]
     done = prestarted.run(
         "kvx", ["task=qasper", *args, "max_new_tokens=4", "progress=false"], tmp_path, timeout=600
