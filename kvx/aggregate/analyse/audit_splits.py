@@ -13,25 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: cells (splits x rows) of one block of split masks, to bound memory on big panels
-_BLOCK_CELLS = 1 << 21
+from kvx.aggregate.analyse.resampling import split_halves
 
 
 def split_blocks(n_rows: int, n_splits: int, seed: int) -> Iterator[np.ndarray]:
     """Selection-half masks (splits x rows, float 0/1) in blocks, in the release's split order."""
-    if n_splits < 1:
-        raise ValueError(f"n_splits must be a positive integer, got {n_splits}")
-    if n_rows < 2:
-        raise ValueError(f"a row split needs at least 2 rows, got {n_rows}")
-    rng = np.random.default_rng(seed)
-    half = n_rows // 2
-    block = max(1, _BLOCK_CELLS // n_rows)
-    for start in range(0, n_splits, block):
-        size = min(block, n_splits - start)
-        perms = np.stack([rng.permutation(n_rows) for _ in range(size)])
-        select = np.zeros((size, n_rows))
-        np.put_along_axis(select, perms[:, :half], 1.0, axis=1)
-        yield select
+    for first, _ in split_halves(n_rows, n_splits, seed):
+        yield first
 
 
 def pair_index(n_readers: int) -> tuple[np.ndarray, np.ndarray]:
