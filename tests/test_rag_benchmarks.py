@@ -325,6 +325,8 @@ def test_a_bm25_raw_input_reaches_the_source_and_its_manifest(tmp_path):
 def test_raw_policy_fields_are_checked_and_leave_old_identities_alone(tmp_path):
     with pytest.raises(ConfigError, match="task.raw='bm25_topk' is not one of .*did you mean 'bm25_top_k'"):
         MuSiQue(raw="bm25_topk")
+    with pytest.raises(ConfigError, match="task.raw='bm25' is not one of .*did you mean 'bm25_top_k'"):
+        MuSiQue(raw="bm25")  # too short for difflib: the one choice it begins
     with pytest.raises(ConfigError, match="needs task.raw_k >= 1"):
         NQOpen(path=nq_file(tmp_path), raw="bm25_top_k").validate()
     with pytest.raises(ConfigError, match="task.raw_k=3 is unused by task.raw=all"):

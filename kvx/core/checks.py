@@ -58,9 +58,13 @@ def check_bool(key: str, value: Any) -> bool:
 
 
 def check_choice(key: str, value: Any, options: Collection[Any]) -> Any:
-    """``value`` if it is one of ``options``; else a ConfigError naming them, and the closest one."""
+    """``value`` if it is one of ``options``; else a ConfigError naming them, and the closest one (or
+    the only one it begins: ``bm25`` for ``bm25_top_k``)."""
     if value not in options:
-        close = difflib.get_close_matches(str(value), [str(o) for o in options], n=1)
+        names = [str(o) for o in options]
+        close = difflib.get_close_matches(str(value), names, n=1)
+        begun = [o for o in names if str(value) and o.startswith(str(value))]
+        close = close or (begun if len(begun) == 1 else [])
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ConfigError(f"{key}={value!r} is not one of {sorted(options, key=str)}{hint}")
     return value
