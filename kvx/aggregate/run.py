@@ -16,7 +16,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from kvx.aggregate.analyse.answer_metrics import paired_answers
-from kvx.aggregate.analyse.audit import audit, with_families
+from kvx.aggregate.analyse.audit import AuditTables, audit, with_families
 from kvx.aggregate.analyse.audit_controls import AuditControls
 from kvx.aggregate.analyse.audit_draws import audit_draws
 from kvx.aggregate.analyse.audit_outcomes import (
@@ -121,6 +121,28 @@ def audit_controls(options: Options) -> AuditControls:
     )
 
 
+def audit_tables(
+    frame: pd.DataFrame,
+    audited: AuditTables,
+    controls: AuditControls,
+    options: Options,
+    slice_by: list[str],
+) -> tuple[dict[str, pd.DataFrame], list[Problem]]:
+    """Every audit table of records or a scores file, once the panels are audited: the audit's own,
+    ragscale's outcome labels on its pairs, the controls (A.6-A.7), kvx's predictive audit (after
+    B.7), the draw ranges (Table 16, when draws exist), slices by ``slice_by`` and changed answers."""
+    pairs = with_outcomes(audited.pairs, options.retention_alert)
+    tables = audited.tables() | {"audit_pairs": pairs}
+    tables |= controls.tables()
+    tables |= predictive_audit(audited.readers, audited.panel, options.n_boot, options.seed)
+    draws = audit_draws(frame, pairs, audited.panel)
+    if not draws.empty:
+        tables["audit_draws"] = draws
+    slices, found = audit_slices(frame, pairs, slice_by, options.min_slice_rows, options.min_gap)
+    tables |= {"audit_slices": slices, "audit_changed": audit_changed(frame, pairs)}
+    return tables, audited.problems + found
+
+
 def analyse(
     source: Source,
     options: Options,
@@ -209,24 +231,9 @@ def analyse(
             options.audit_settings(),
             controls.visit,
         )
-        audit_pairs = with_outcomes(audited.pairs, options.retention_alert)  # ragscale's outcome labels
-        for name, frame in audited.tables().items():
-            put(name, audit_pairs if name == "audit_pairs" else frame)
-        for name, frame in controls.tables().items():
-            put(name, frame)  # ragscale A.6-A.7: nulls, transitions, resolution, three-reader screen
-        for name, frame in predictive_audit(
-            audited.readers, audited.panel, options.n_boot, options.seed
-        ).items():
-            put(name, frame)  # after ragscale B.7: kvx's leave-one-cell-out spacing vs instability index
-        draws = audit_draws(audit_frame, audit_pairs, audited.panel)  # ragscale Table 16 and B.6
-        if not draws.empty:
-            put("audit_draws", draws)
-        validated.problems.extend(audited.problems)
-        slices, found = audit_slices(
-            audit_frame, audit_pairs, options.slice_by or [], options.min_slice_rows, options.min_gap
-        )
-        put("audit_slices", slices)
-        put("audit_changed", audit_changed(audit_frame, audit_pairs))
+        audit_out, found = audit_tables(audit_frame, audited, controls, options, options.slice_by or [])
+        for name, frame in audit_out.items():
+            put(name, frame)
         validated.problems.extend(found)
     if validated.unknown:
         put("provenance", validated.provenance())

@@ -28,8 +28,6 @@ from pathlib import Path
 import pandas as pd
 
 from kvx.aggregate.analyse.audit import AuditTables, Visit, audit, metrics, with_families
-from kvx.aggregate.analyse.audit_outcomes import audit_changed, audit_slices, with_outcomes
-from kvx.aggregate.analyse.audit_predictive import predictive_audit
 from kvx.aggregate.read.problems import Problem
 from kvx.aggregate.read.ragscale_scores import (
     RagscaleScores,
@@ -39,7 +37,7 @@ from kvx.aggregate.read.ragscale_scores import (
     read_manifest,
 )
 from kvx.aggregate.read.sources import Source
-from kvx.aggregate.run import PROBLEM_COLUMNS, Options, Result, audit_controls
+from kvx.aggregate.run import PROBLEM_COLUMNS, Options, Result, audit_controls, audit_tables
 
 REQUIRED = ("row_id", "reader", "compressor")
 ANSWERS = ("raw_answer", "comp_answer")  # optional: the answers behind the scores (changed examples)
@@ -236,18 +234,8 @@ def audit_scores(paths: list[Path], options: Options, manifests: list[Path] | No
     declared = replace(options, pairs=pairs)
     controls = audit_controls(options)
     audited = _audit_by_metric(rows, order, declared, controls.visit)
-    problems += audited.problems
-    pairs_table = with_outcomes(audited.pairs, options.retention_alert)
     fields = options.slice_by if options.slice_by is not None else list(dict.fromkeys(hints))
-    slices, found = audit_slices(rows, pairs_table, fields, options.min_slice_rows, options.min_gap)
+    tables, found = audit_tables(rows, audited, controls, options, fields)
     problems += found
-    tables = audited.tables() | {
-        "audit_pairs": pairs_table,
-        "audit_slices": slices,
-        "audit_changed": audit_changed(rows, pairs_table),
-    }
-    tables |= controls.tables() | predictive_audit(
-        audited.readers, audited.panel, options.n_boot, options.seed
-    )
     tables["problems"] = pd.DataFrame([p.as_dict() for p in problems], columns=PROBLEM_COLUMNS)
     return Result(tables, problems, len(rows), len(rows))
