@@ -189,8 +189,8 @@ def _artifact_check(group: pd.DataFrame, label: str, problems: list[Problem]) ->
     return None
 
 
-#: told of each audited panel: (head, readers, families, raw, comp, panel rows); the audit controls
-Visit = Callable[[dict, list[str], list[str], np.ndarray, np.ndarray, pd.DataFrame], None]
+#: told of each audited panel and its audit rows; the audit controls
+Visit = Callable[[Panel, pd.DataFrame], None]
 
 
 def audit(
@@ -254,10 +254,10 @@ def audit(
             if not (np.isfinite(raw).all() and np.isfinite(comp).all()):
                 continue  # a metric some answers lack is not this task's metric: never imputed
             binary = _binary(raw) and _binary(comp)
-            if visit is not None:
-                visit(head, names, list(about["family"]), raw, comp, group)
             families = list(about["family"])
             panel = Panel(head, names, row_ids, families, raw, comp)
+            if visit is not None:
+                visit(panel, group)
             panels.append(panel)
             readers_out += _readers(head, about, raw, comp, binary)
             pairs_out += _pairs(panel, declared, binary, n_boot, seed, settings)

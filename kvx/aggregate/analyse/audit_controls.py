@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from kvx.aggregate.analyse.audit_extra import Panel
 from kvx.aggregate.analyse.audit_nulls import Spread, both_half_reversals, null_replay, transition_homogeneity
 from kvx.aggregate.analyse.audit_resolution import resolution_cost, resolution_retention, token_cost
 from kvx.aggregate.analyse.audit_screen import validate_screen
@@ -143,16 +144,9 @@ class AuditControls:
         if self.min_gap <= 0:
             raise ValueError(f"min_gap must be positive, got {self.min_gap}")
 
-    def visit(
-        self,
-        head: dict,
-        names: list[str],
-        families: list[str],
-        raw: np.ndarray,
-        comp: np.ndarray,
-        group: pd.DataFrame,
-    ) -> None:
-        """Add one audited panel (readers ``names`` x its rows; ``group`` the panel's audit rows)."""
+    def visit(self, panel: Panel, group: pd.DataFrame) -> None:
+        """Add one audited panel (``group``: its audit rows)."""
+        head, names, families, raw, comp = panel.head, panel.names, panel.families, panel.raw, panel.comp
         size = {"n_readers": len(names), "n_rows": raw.shape[1]}
         binary = _binary(raw, comp)
         self.rows["audit_nulls"] += self._nulls(head | size, raw, comp, binary)
