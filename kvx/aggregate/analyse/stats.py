@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kvx.aggregate.analyse.resampling import split_halves
 from kvx.diagnostics.stats import exact_mcnemar
 
 __all__ = [
@@ -253,15 +254,15 @@ def excess_flips(
 ) -> ExcessFlips:
     """Reversals under compression beyond the raw row-sampling floor (ragscale A.5).
 
-    ``raw``/``comp`` are (readers x rows) scores. Split ``k`` uses the ``k``-th call of
-    ``rng.permutation(n_rows)``: its first ``n_rows // 2`` entries are the selection half, the
-    rest the scoring half. A pair is eligible when its raw selection-half mean difference is at
-    least ``min_gap`` in magnitude (and, with ``mcnemar_alpha``, its exact McNemar p < alpha on
-    that half; binary scores only). Oriented by that sign, it reverses when the scoring-half
-    difference has the opposite strict sign (``ties``: a scoring-half tie is not a reversal;
-    ``"exclude"`` drops a pair tied under raw or compressed evidence from that split's eligible pairs;
-    ``"adverse"`` counts a raw tie as a raw reversal: A.5's tie sensitivity). Per split, excess =
-    comp rate - raw rate over eligible pairs; splits without eligible pairs are omitted.
+    ``raw``/``comp`` are (readers x rows) scores, split by the release's rule
+    (:func:`kvx.aggregate.analyse.resampling.split_halves`: the ``k``-th ``rng.permutation(n_rows)``, its
+    first ``n_rows // 2`` entries the selection half). A pair is eligible when its raw selection-half mean
+    difference is at least ``min_gap`` in magnitude (and, with ``mcnemar_alpha``, its exact McNemar p <
+    alpha on that half; binary scores only). Oriented by that sign, it reverses when the scoring-half
+    difference has the opposite strict sign (``ties``: a scoring-half tie is not a reversal; ``"exclude"``
+    drops a pair tied under raw or compressed evidence from that split's eligible pairs; ``"adverse"``
+    counts a raw tie as a raw reversal: A.5's tie sensitivity). Per split, excess = comp rate - raw rate
+    over eligible pairs; splits without eligible pairs are omitted.
     """
     r, c = _paired_panels(raw, comp, ("raw", "comp"))
     _check_count(n_splits, "n_splits")
@@ -276,15 +277,8 @@ def excess_flips(
     first, second = np.triu_indices(m, k=1)
     # pairs x rows; with the selection sums it gives each pair's McNemar discordant counts
     both_right = r[first] * r[second] if mcnemar_alpha is not None else None
-    rng = np.random.default_rng(seed)
-    block = max(1, _BLOCK_CELLS // max(first.size, n))
     excess, raw_rates, comp_rates, eligible_counts = [], [], [], []
-    for start in range(0, n_splits, block):
-        size = min(block, n_splits - start)
-        perms = np.stack([rng.permutation(n) for _ in range(size)])
-        select = np.zeros((size, n))
-        np.put_along_axis(select, perms[:, :half], 1.0, axis=1)
-        score = 1.0 - select
+    for select, score in split_halves(n, n_splits, seed):
         # Sums, not means, so binary gaps compare exactly (one rounding in the division).
         sel_sums = r @ select.T  # readers x splits
         gap = sel_sums[second] - sel_sums[first]  # pairs x splits
