@@ -28,7 +28,8 @@ from kvx.aggregate.analyse.audit_resolution import (
     token_cost,
 )
 from kvx.aggregate.analyse.audit_screen import choose_triplet, validate_screen
-from kvx.aggregate.analyse.audit_splits import replay, split_blocks
+from kvx.aggregate.analyse.audit_splits import replay
+from kvx.aggregate.analyse.resampling import split_halves
 from kvx.aggregate.analyse.stats import excess_flips, pair_mcnemar
 from kvx.aggregate.read.sources import DirectorySource
 from kvx.aggregate.run import Options, analyse
@@ -42,11 +43,11 @@ COMP = np.array([[1, 1, 1, 1], [0, 0, 0, 0], [0, 0, 0, 1]], dtype=float)
 SELECT = np.array([[1, 1, 0, 0]], dtype=float)
 
 
-def test_split_blocks_follow_the_release_permutations() -> None:
+def test_splits_follow_the_release_permutations() -> None:
     # ragscale replay.py: rng = default_rng(seed); order = rng.permutation(n); selection = order[: n // 2]
     rng = np.random.default_rng(7)
     orders = [rng.permutation(9) for _ in range(3)]
-    (masks,) = list(split_blocks(9, 3, 7))
+    ((masks, _),) = list(split_halves(9, 3, 7))
     for order, mask in zip(orders, masks, strict=True):
         assert set(np.flatnonzero(mask)) == set(order[:4])
 

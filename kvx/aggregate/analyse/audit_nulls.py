@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import chi2_contingency
 
-from kvx.aggregate.analyse.audit_splits import replay, split_blocks
+from kvx.aggregate.analyse.audit_splits import replay
+from kvx.aggregate.analyse.resampling import split_halves
 
 #: cells (draws x pairs x splits) of the null draws replayed together, to bound memory
 _CHUNK_CELLS = 1 << 19
@@ -56,7 +57,7 @@ def both_half_reversals(
     The rate is over eligible pairs; splits without one are omitted (ragscale A.5/A.6).
     """
     excess, both, eligible = [], [], []
-    for select in split_blocks(raw.shape[1], n_splits, seed):
+    for select, _ in split_halves(raw.shape[1], n_splits, seed):
         r = replay(raw, comp, select, min_gap)
         excess.append(r.comp_rate - r.raw_rate)
         both.append(r.both_rate)
@@ -138,7 +139,7 @@ def null_replay(
     if n_draws < 1:
         raise ValueError(f"n_draws must be a positive integer, got {n_draws}")
     rng = np.random.default_rng(draw_seed)
-    selects = list(split_blocks(raw.shape[1], n_splits, split_seed))
+    selects = [select for select, _ in split_halves(raw.shape[1], n_splits, split_seed)]
     excess, both = [], []
     m = raw.shape[0]
     chunk = max(1, _CHUNK_CELLS // max(1, m * (m - 1) // 2 * n_splits))

@@ -15,7 +15,8 @@ from math import comb
 import numpy as np
 
 from kvx.aggregate.analyse.audit_nulls import Spread, spread
-from kvx.aggregate.analyse.audit_splits import pair_index, split_blocks
+from kvx.aggregate.analyse.audit_splits import pair_index
+from kvx.aggregate.analyse.resampling import split_halves
 
 
 @lru_cache(maxsize=32)
@@ -63,7 +64,7 @@ def resolution_retention(
     cutoffs = mcnemar_cutoffs(raw.shape[1] // 2, alpha)
     both_raw, both_comp = raw[first] * raw[second], comp[first] * comp[second]
     same, opposite, counts, empty = [], [], [], 0
-    for select in split_blocks(raw.shape[1], n_splits, seed):
+    for select, _ in split_halves(raw.shape[1], n_splits, seed):
         verdicts = []
         for panel, both in ((raw, both_raw), (comp, both_comp)):
             sums, joint = panel @ select.T, both @ select.T
@@ -138,7 +139,7 @@ def resolution_cost(
     ]
     half = n // 2
     medians, crossfit_nonpositive = [], 0
-    for select in split_blocks(n, n_splits, seed):
+    for select, _ in split_halves(n, n_splits, seed):
         chosen = np.abs(d_raw @ select.T) / half >= min_gap  # pairs x splits
         held, nonpos = _n_ratio(d_raw, d_comp, 1.0 - select)
         crossfit_nonpositive += int((nonpos & chosen).sum())

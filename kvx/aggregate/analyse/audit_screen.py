@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvx.aggregate.analyse.audit_splits import pair_index, split_blocks
+from kvx.aggregate.analyse.audit_splits import pair_index
+from kvx.aggregate.analyse.resampling import split_halves
 
 
 def choose_triplet(means: np.ndarray, families: list[str]) -> tuple[int, int, int]:
@@ -95,7 +96,7 @@ def validate_screen(
     primary = choose_triplet(raw.mean(axis=1), families)
     half = n // 2
     screen_all, panel_all, identities, reversals, visible = [], [], [], 0, 0
-    for select in split_blocks(n, n_splits, seed):
+    for select, _ in split_halves(n, n_splits, seed):
         s = select.shape[0]
         cols = np.arange(s)
         sums = raw @ select.T  # readers x splits

@@ -8,18 +8,9 @@ with the primary seed sees the same halves as the excess-flip replay.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-
-from kvx.aggregate.analyse.resampling import split_halves
-
-
-def split_blocks(n_rows: int, n_splits: int, seed: int) -> Iterator[np.ndarray]:
-    """Selection-half masks (splits x rows, float 0/1) in blocks, in the release's split order."""
-    for first, _ in split_halves(n_rows, n_splits, seed):
-        yield first
 
 
 def pair_index(n_readers: int) -> tuple[np.ndarray, np.ndarray]:
