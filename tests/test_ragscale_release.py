@@ -366,3 +366,26 @@ def test_summary_json_is_reproduced(tmp_path: Path) -> None:
     }
     assert tables["problems"].empty
     assert compare(tables, summary) == []
+
+
+def test_a_text_holding_a_line_separator_stays_one_record(tmp_path: Path) -> None:
+    """JSON Lines end at \\n only: U+2028 inside a stored summary or answer must not cut its record."""
+    from kvx.aggregate.read.ragscale_scores import read_manifest
+    from kvx.aggregate.scores import read_scores
+
+    text = "first line\u2028second line"
+    entry = {"example_id": "hpqa-0000", "compressed_artifact_hash": "sha256:" + "0" * 64, "text": text}
+    manifest = tmp_path / "artifact_manifest.jsonl"
+    manifest.write_text(json.dumps(entry, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert read_manifest(manifest)["text"].tolist() == [text]
+    row = {
+        "row_id": "q1",
+        "reader": "a",
+        "compressor": "c",
+        "raw_em": 1.0,
+        "comp_em": 0.0,
+        "raw_answer": text,
+    }
+    scores = tmp_path / "scores.jsonl"
+    scores.write_text(json.dumps(row, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert read_scores(scores)["raw_answer"].tolist() == [text]

@@ -19,7 +19,6 @@ artifact hashes.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import replace
@@ -38,6 +37,7 @@ from kvx.aggregate.read.ragscale_scores import (
 )
 from kvx.aggregate.read.sources import Source
 from kvx.aggregate.run import PROBLEM_COLUMNS, Options, Result, audit_controls, audit_tables
+from kvx.core.jsonl import JsonLineError, json_lines
 
 REQUIRED = ("row_id", "reader", "compressor")
 ANSWERS = ("raw_answer", "comp_answer")  # optional: the answers behind the scores (changed examples)
@@ -67,10 +67,9 @@ def read_scores(path: Path) -> pd.DataFrame:
         )
         frame = pd.read_csv(path, dtype=dict.fromkeys(text, str), float_precision="round_trip")
     else:
-        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        try:
-            frame = pd.DataFrame([json.loads(line) for line in lines])
-        except json.JSONDecodeError as exc:
+        try:  # lines end at \n only: an answer may hold U+2028, where splitlines() would cut a record
+            frame = pd.DataFrame([row for _, row in json_lines(path)])
+        except JsonLineError as exc:
             raise ValueError(f"--scores {path}: not JSON Lines ({exc})") from None
     if is_ragscale(frame):
         return frame

@@ -13,7 +13,11 @@ from typing import Any
 
 
 class JsonLineError(ValueError):
-    """A line that is not valid JSON, named ``path:line``."""
+    """A line that is not valid JSON, named ``path:line``; ``line`` and ``reason`` let a caller word it."""
+
+    def __init__(self, path: Path, line: int, reason: str) -> None:
+        super().__init__(f"{path}:{line}: invalid JSON ({reason})")
+        self.line, self.reason = line, reason
 
 
 def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
@@ -24,4 +28,4 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
         try:
             yield number, json.loads(line)
         except json.JSONDecodeError as exc:
-            raise JsonLineError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
+            raise JsonLineError(path, number, exc.msg) from None

@@ -11,9 +11,11 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kvx.core.errors import ConfigError
+from kvx.core.jsonl import JsonLineError, json_lines
 from kvx.core.source import Source
 from kvx.transforms.extractive import header
 
@@ -61,25 +63,20 @@ def read_dataset(path: str) -> dict[str, Case]:
     """The dataset's rows by example id; a ConfigError naming the line for a malformed one."""
     where = f"transform.dataset={path}"
     out: dict[str, Case] = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, raw in enumerate(handle, 1):
-            if not raw.strip():
-                continue
-            try:
-                case = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{where} line {number}: not JSON ({exc.msg})") from None
-            missing = {"example_id", "question", "candidate_pool"} - set(
-                case if isinstance(case, dict) else ()
-            )
-            if missing:
-                raise ConfigError(f"{where} line {number}: missing {sorted(missing)}")
-            evidence = canonical_evidence(case["candidate_pool"])
-            pool = str(case.get("candidate_pool_id") or hashlib.sha256(evidence.encode("utf-8")).hexdigest())
-            row = str(case["example_id"])
-            out[row] = Case(
-                row, str(case["question"]), _docs(case["candidate_pool"]), pool.removeprefix("sha256:")
-            )
+    try:
+        lines = list(json_lines(Path(path)))
+    except JsonLineError as exc:
+        raise ConfigError(f"{where} line {exc.line}: not JSON ({exc.reason})") from None
+    for number, case in lines:
+        missing = {"example_id", "question", "candidate_pool"} - set(case if isinstance(case, dict) else ())
+        if missing:
+            raise ConfigError(f"{where} line {number}: missing {sorted(missing)}")
+        evidence = canonical_evidence(case["candidate_pool"])
+        pool = str(case.get("candidate_pool_id") or hashlib.sha256(evidence.encode("utf-8")).hexdigest())
+        row = str(case["example_id"])
+        out[row] = Case(
+            row, str(case["question"]), _docs(case["candidate_pool"]), pool.removeprefix("sha256:")
+        )
     return out
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +33,7 @@ from typing import Any
 from kvx.core.checks import check_int
 from kvx.core.errors import ConfigError, Unsupported
 from kvx.core.identity import NEVER, digest
+from kvx.core.jsonl import JsonLineError, json_lines
 from kvx.core.source import Segment, Source
 from kvx.transforms.base import Transform
 from kvx.transforms.ragscale_dataset import Case, collapse, question_of, read_dataset, same_pool
@@ -118,17 +118,13 @@ def read_entries(path: str) -> list[Entry]:
     """Every line of the file, verified."""
     where = f"transform.path={path}"
     entries = []
-    with open(path, encoding="utf-8") as handle:
-        for number, raw in enumerate(handle, 1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{where} line {number}: not JSON ({exc.msg})") from None
+    try:
+        for number, obj in json_lines(Path(path)):
             if not isinstance(obj, dict):
                 raise ConfigError(f"{where} line {number}: not a JSON object")
             entries.append(parse_line(obj, number, where))
+    except JsonLineError as exc:
+        raise ConfigError(f"{where} line {exc.line}: not JSON ({exc.reason})") from None
     if not entries:
         raise ConfigError(f"{where}: no artifacts in the file")
     return entries

@@ -19,13 +19,13 @@ examples and slices.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from kvx.aggregate.read.problems import Problem
+from kvx.core.jsonl import JsonLineError, json_lines
 
 KEYS = ("example_id", "reader", "metric", "raw_score", "compressed_score")
 #: the columns ``ragscale run`` always writes (release runner/execute); any other is a configured hint
@@ -123,14 +123,10 @@ def read_manifest(path: Path) -> pd.DataFrame:
     """``artifact_manifest.jsonl``: one object per example; ValueError naming the file and line."""
     if not path.is_file():
         raise FileNotFoundError(f"--manifest {path}: no such file")
-    rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"--manifest {path}: line {number} is not JSON ({exc})") from None
+    try:  # lines end at \n only: a summary may hold U+2028, where splitlines() would cut a record
+        rows = [row for _, row in json_lines(path)]
+    except JsonLineError as exc:
+        raise ValueError(f"--manifest {path}: line {exc.line} is not JSON ({exc.reason})") from None
     frame = pd.DataFrame(rows)
     if "example_id" not in frame or "compressed_artifact_hash" not in frame:
         raise ValueError(
