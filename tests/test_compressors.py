@@ -7,6 +7,7 @@ import torch
 
 from kvx.compressors.base import check_ratio
 from kvx.core.errors import ConfigError
+from kvx.core.records import as_dicts
 from kvx.core.registry import registry
 from kvx.core.setting import n_kept
 from kvx.modeling import attention
@@ -143,7 +144,7 @@ def test_per_layer_causal_attention_matches_sdpa_for_uniform_caches(tiny, prompt
 
 @pytest.mark.parametrize(("ratio", "bits"), [(0.25, 8), (0.5, 4), (0.75, 2)])
 def test_hqq_maps_paper_labels_to_bits(tiny, ratio, bits):
-    s = registry("compressor").get("hqq")().setting(ratio, 500, tiny.model)
+    s = registry("compressor").get("hqq")(group_size=16).setting(ratio, 500, tiny.model)
     assert s.method_parameter["bits"] == bits and s.retained_share == bits / 16
 
 
@@ -153,6 +154,54 @@ def test_hqq_rejects_other_bits_and_ratios(tiny):
         hqq(bits=3).validate()
     s = hqq().setting(0.3, 500, tiny.model)
     assert not s.supported and "ratio=0.3" in s.reason
+
+
+def _quantizes(comp, model, n: int) -> bool:
+    """Whether HQQ takes (and gives back) an n-token layer of keys and values of this model."""
+    module = attention_layers(model)[0]
+    keys = torch.randn(1, module.config.num_key_value_heads, n, module.head_dim)
+    cache = comp._cache(model, 0.0)
+    try:
+        cache.update(keys, keys.clone(), 0)
+        return _layer_tensors(cache, 0)[0].shape == keys.shape
+    except Exception:  # HQQ's assert on whole groups, or its bit packing's shape mismatch
+        return False
+
+
+@pytest.mark.parametrize("axes", [(0, 0), (1, 1), (0, 1)])
+def test_hqq_is_unsupported_exactly_when_its_groups_do_not_fit_the_readers_cache(tiny, axes):
+    """The rule decided before compute is HQQ's own: supported group sizes quantize every length,
+    the others fail on some (a single token already: its elements must be whole packed groups)."""
+    hqq = registry("compressor").get("hqq")
+    for bits in (2, 4, 8):
+        for group in range(1, 70):
+            comp = hqq(bits=bits, group_size=group, axis_key=axes[0], axis_value=axes[1])
+            supported = comp.setting(0.0, 500, tiny.model).supported
+            assert supported == all(_quantizes(comp, tiny.model, n) for n in range(1, 9)), (bits, group)
+
+
+def test_hqq_group_size_the_tiny_cache_cannot_take_is_unsupported_with_what_would_work(tiny, engine):
+    """The tiny reader adds 2 KV heads x head_dim 16 = 32 elements per token and layer: group 64
+    fits only even lengths, so it is unsupported on every source (never an error on the odd ones);
+    group 16 really runs."""
+    hqq = registry("compressor").get("hqq")
+    cells = [_cell(hqq(bits=4, group_size=g), "hqq") for g in (64, 16)]
+    wide, narrow = (as_dicts(records) for records in engine.run_cells(cells, tiny, False))
+    assert {r["n_context_tokens"] % 2 for r in wide} == {0, 1}  # both parities, or this shows nothing
+    reason = (
+        "press.group_size=64 does not split the 32 key/value elements one token adds to a layer "
+        "(2 KV heads x head_dim 16) into whole 4-bit HQQ groups, so some context lengths would fail; "
+        "group sizes that work for this reader: 2, 4, 8, 16, 32"
+    )
+    assert [(r["status"], r["reason"]) for r in wide] == [("unsupported", reason)] * len(wide)
+    assert [r["status"] for r in narrow] == ["supported"] * len(narrow)
+
+
+def _cell(comp, name: str):
+    from kvx.pipeline.cell import Cell
+    from kvx.tasks.ruler import NiahSingle
+
+    return Cell("ruler_niah_single", NiahSingle(), "tiny", name, comp, 0.5, 0, 4, 400, 6)
 
 
 @pytest.mark.parametrize("bad", [1.0, -0.1, "abc", True])

@@ -3,6 +3,11 @@
 Bits come from ``press.bits``; without it the paper's mapping of the 75/50/25 retained labels
 applies (ratio 0.25 -> 8 bits, 0.5 -> 4, 0.75 -> 2) and other ratios are unsupported. The
 retained share is bits / 16 of a 16-bit cache.
+
+HQQ quantizes each (1, kv_heads, tokens, head_dim) key or value tensor flattened into groups of
+``group_size`` and bit-packs the grouped matrix's rows; a group size that fits one token's
+``kv_heads * head_dim`` elements (``groups_fit``) works at every length, any other fails on some
+context or decode lengths, so it is unsupported for the reader before anything runs.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from kvx.compressors.base import Compressor
 from kvx.core.checks import check_choice, check_int
 from kvx.core.identity import SettingSpec
 from kvx.core.setting import RetainedMap, Setting
+from kvx.modeling.layers import attention_layers
 
 if TYPE_CHECKING:
     import torch
@@ -61,7 +67,27 @@ class HQQCache(Compressor):
         if bits is None:
             reason = f"ratio={ratio} has no HQQ bit width; use ratio in {sorted(RATIO_TO_BITS)} or press.bits"
             return Setting(ratio, None, params, False, reason)
+        reason = self.shape_reason(model, bits)
+        if reason:
+            return Setting(ratio, None, params, False, reason)
         return Setting(ratio, bits / 16, params)
+
+    def shape_reason(self, model: PreTrainedModel, bits: int) -> str:
+        """Why this reader's cache cannot take the group size ("" when it can): decided before
+        compute, since HQQ fails only on the context and decode lengths that do not fit it."""
+        axes = {self.axis_key, self.axis_value}
+        for module in attention_layers(model):
+            kv_heads, head_dim = module.config.num_key_value_heads, module.head_dim
+            per_token = kv_heads * head_dim
+            if not groups_fit(per_token, self.group_size, bits, axes):
+                working = [g for g in range(1, per_token + 1) if groups_fit(per_token, g, bits, axes)]
+                return (
+                    f"press.group_size={self.group_size} does not split the {per_token} key/value "
+                    f"elements one token adds to a layer ({kv_heads} KV heads x head_dim {head_dim}) "
+                    f"into whole {bits}-bit HQQ groups, so some context lengths would fail; group "
+                    f"sizes that work for this reader: {', '.join(map(str, working))}"
+                )
+        return ""
 
     def _cache(self, model: PreTrainedModel, ratio: float) -> QuantizedCache:
         from transformers import QuantizedCache
@@ -92,3 +118,13 @@ class HQQCache(Compressor):
         self, model: PreTrainedModel, cache: Cache, capture: Capture | None, ratio: float
     ) -> RetainedMap:
         return RetainedMap("structural", reason="quantization keeps every position at lower precision")
+
+
+def groups_fit(per_token: int, group_size: int, bits: int, axes: set[int]) -> bool:
+    """Whether HQQ quantizes a (1, kv_heads, n, head_dim) tensor for every n, with ``per_token``
+    = kv_heads * head_dim: the flattened tensor must be whole groups, and the grouped matrix's rows
+    (``group_size`` on axis 0, the group count on axis 1) whole bytes of ``8 // bits`` packed rows."""
+    if per_token % group_size:
+        return False
+    rows = {0: group_size, 1: per_token // group_size}
+    return all(rows[axis] % (8 // bits) == 0 for axis in axes)
