@@ -100,6 +100,49 @@ def test_flat_fields_and_what_varies():
     assert varying({"a": a, "c": c}) == ["press.window_size"]  # setting.* is the matrix's own column
 
 
+def _changed(value):
+    """Another value of a field's type, or None when the test cannot make one."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 1
+    if isinstance(value, str):
+        return value + "_other"
+    return 1 if value is None else None
+
+
+def test_two_cells_of_the_registry_never_share_a_label():
+    """Every registered compressor at its defaults and with each field changed alone, at two
+    ratios, a budget and query-aware: labels differ wherever cell identities do."""
+    cells = []
+    for name in registry("compressor").names():
+        kind = registry("compressor").get(name)
+        variants = [kind()]
+        for f in dataclasses.fields(kind):
+            other = _changed(getattr(kind(), f.name))
+            if other is not None and not f.name.startswith("_"):
+                variants.append(kind(**{f.name: other}))
+        for comp in variants:
+            for kw in ({"ratio": 0.5}, {"ratio": 0.25}, {"budget_tokens": 64}, {"query_aware": True}):
+                cells.append(cell(comp, press_name=name, **kw))
+    by_label: dict[str, set[str]] = {}
+    for c in cells:
+        by_label.setdefault(c.label(), set()).add(c.identity(READER).id)
+    assert {label: ids for label, ids in by_label.items() if len(ids) > 1} == {}
+    assert len(by_label) > 4 * len(registry("compressor").names())
+
+
+def test_labels_show_only_what_differs_from_the_defaults():
+    hqq = registry("compressor").get("hqq")
+    assert cell().label() == "snapkv@0.5" and cell(budget_tokens=64).label() == "snapkv@64 tok"
+    assert cell(SnapKV(window_size=64, kernel_size=5)).label() == "snapkv@0.5"
+    assert cell(SnapKV(window_size=32)).label() == "snapkv[window_size=32]@0.5"
+    assert cell(hqq(), press_name="hqq").label() == "hqq@0.5"
+    labels = [cell(hqq(bits=b, group_size=16), press_name="hqq").label() for b in (8, 4, 2)]
+    assert labels == [f"hqq[bits={b},group_size=16]@-" for b in (8, 4, 2)]
+    assert cell(query_aware=True).label() == "snapkv[query_aware=True]@0.5"
+
+
 @pytest.mark.parametrize(
     ("budget", "n", "ratio"), [(128, 1000, 0.8715), (1, 10, 0.85), (300, 301, 0.5 / 301)]
 )

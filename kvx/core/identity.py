@@ -27,7 +27,7 @@ TASK_SCOPED = ("n_sources", "context_tokens", "max_new_tokens")
 
 def digest(payload: Any, length: int = 16) -> str:
     """sha256 of canonical JSON (sorted keys), cut to ``length`` hex digits."""
-    text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
+    text = _canonical(payload)
     return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
@@ -51,6 +51,17 @@ def fields_of(obj: Any) -> dict[str, Any]:
         and f.metadata.get("identity") != "never"
         and not (f.metadata.get("identity") == "when_set" and getattr(obj, f.name) == _default(f))
     }
+
+
+def changed_fields(obj: Any) -> dict[str, Any]:
+    """The identity fields (``fields_of``) that differ from their defaults, compared as the identity
+    hashes them: what a label shows so that two cells of one plugin never read alike."""
+    defaults = {f.name: _default(f) for f in dataclasses.fields(obj)}
+    return {k: v for k, v in fields_of(obj).items() if _canonical(v) != _canonical(defaults[k])}
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _default(f: dataclasses.Field) -> Any:

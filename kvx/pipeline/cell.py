@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from transformers import Cache
 
 from kvx.compressors.base import Compressor
-from kvx.core.identity import CellIdentity, SettingSpec, component, fields_of
+from kvx.core.identity import CellIdentity, SettingSpec, changed_fields, component, fields_of
 from kvx.core.records import Record, versions
 from kvx.core.setting import Setting
 from kvx.core.source import Source
@@ -48,8 +48,13 @@ class Cell:
         return self.compressor.setting_spec(self.ratio, self.budget_tokens)
 
     def label(self) -> str:
-        """How logs and run names show the cell: ``snapkv@0.5``, ``turns:recency[fraction=0.3]+none@-``."""
-        compressor = f"{self.press_name}@{self.spec().label()}"
+        """How logs, progress bars and run names show the cell: ``snapkv@0.5``, ``hqq[bits=4]@-``,
+        ``turns:recency[fraction=0.3]+snapkv[window_size=32]@0.5``. The compressor's identity fields
+        that differ from their defaults (and ``query_aware``) are shown, so two cells of a sweep never
+        share a label while the defaults keep it short."""
+        changed = {**changed_fields(self.compressor), **({"query_aware": True} if self.query_aware else {})}
+        shown = ",".join(f"{k}={v}" for k, v in changed.items())
+        compressor = f"{self.press_name}{f'[{shown}]' if shown else ''}@{self.spec().label()}"
         if self.transform.identity:
             return compressor
         shown = ",".join(f"{k}={v}" for k, v in fields_of(self.transform).items() if k != "options")
