@@ -137,3 +137,50 @@ def test_seeded_draws_are_deterministic_and_differ_across_seeds():
     c, _ = build("p1", pool, "sgd", n=10, seed=43)
     assert [e.id for e in a] == [e.id for e in b] != [e.id for e in c]
     assert a[0].goal.startswith("I need thing")
+
+
+def _mixed_pool() -> list[Dialogue]:
+    """Dialogues whose update P2 keeps (a final, stated revision) and ones it filters out after the
+    draw (an unstated new value), interleaved."""
+    pool = []
+    for i in range(30):
+        said = i % 3 != 0
+        pool.append(
+            dialogue(
+                f"m{i}",
+                [
+                    ("user", f"Table for {i}.", {"people": [str(i)]}),
+                    ("system", "Ok.", None),
+                    ("user", f"Make it {100 + i}." if said else "Change it.", {"people": [str(100 + i)]}),
+                ],
+            )
+        )
+    return pool
+
+
+def test_p2_gives_the_probes_wanted_and_the_release_draw_is_the_set_of_its_size():
+    """``n`` is the number of probes wanted: the seed's shuffled pool is read until ``n`` pass
+    P2's filters. The release's protocol (draw ``n``, then filter) keeps the first passing items of
+    the same order, so it is exactly the default set of the size it ends with."""
+    pool = _mixed_pool()
+    for seed in range(6):
+        wanted, counts = build("p2", pool, "sgd", n=5, seed=seed)
+        assert len(wanted) == counts["occurs"] == 5 and counts["drawn"] >= 5
+        released, paper = build("p2", pool, "sgd", n=5, seed=seed, draw_then_filter=True)
+        assert paper["drawn"] == 5 and len(released) == paper["occurs"] <= 5
+        same, _ = build("p2", pool, "sgd", n=len(released), seed=seed)
+        assert [e.id for e in same] == [e.id for e in released]
+    assert any(len(build("p2", pool, "sgd", n=5, seed=s, draw_then_filter=True)[0]) < 5 for s in range(6))
+    # a pool with fewer than n valid probes gives all of them, read to its end
+    everything, counts = build("p2", pool, "sgd", n=100, seed=0)
+    assert len(everything) == 20 and counts["drawn"] == 30
+
+
+def test_n_sources_p2_sources_are_that_many_and_the_presets_keep_the_release_draw():
+    """``task=tpbench_p2 n_sources=2`` gives 2 sources whenever the pool holds 2 valid probes; the
+    presets' ``task.draw_then_filter=true`` keeps the paper's draw of n_sources, then its filters."""
+    from kvx.tasks.tpbench.task import CurrentValue
+
+    wanted = [len(CurrentValue().sources(2, seed, 0, len)) for seed in range(8)]
+    paper = [len(CurrentValue(draw_then_filter=True).sources(2, seed, 0, len)) for seed in range(8)]
+    assert wanted == [2] * 8 and min(paper) < 2

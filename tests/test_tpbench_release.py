@@ -210,7 +210,7 @@ def test_p1_is_the_seeded_shuffle_of_the_pool_in_file_order(tmp_path):
 
 def test_p2_filters_the_shuffled_draw_in_order(tmp_path):
     root = write_release(tmp_path)
-    task = _task(CurrentValue, root)
+    task = _task(CurrentValue, root, draw_then_filter=True)  # the release's protocol, the presets'
     order = _fisher_yates(len(IDS), 42)
     # final, not alias, value said (IDS[4]: "12 pm" said as "12:00"); P2 reads no origin status (IDS[5])
     kept = {IDS[0], IDS[4], IDS[5]}
@@ -220,6 +220,11 @@ def test_p2_filters_the_shuffled_draw_in_order(tmp_path):
     # n cuts the shuffled pool before filtering: the first 3 positions [3, 1, 2] keep none, 4 keep IDS[4]
     assert _ids(task, 3, 42) == []
     assert _ids(task, 4, 42) == [IDS[4]]
+    # by default n is the probes wanted: the same shuffled order, read until n pass
+    wanted = _task(CurrentValue, root)
+    assert [_ids(wanted, n, 42) for n in (1, 2, 3)] == [[IDS[4]], [IDS[4], IDS[0]], [IDS[4], IDS[0], IDS[5]]]
+    _, counts = wanted.examples(2, 42)
+    assert (counts["drawn"], counts["final_update"], counts["not_alias"], counts["occurs"]) == (5, 4, 3, 2)
 
 
 def test_p2_probe_fields_match_the_release_rows(tmp_path):
@@ -301,7 +306,13 @@ def test_saved_segments_keep_marked_turns_and_plain_text():
 
 
 def test_cell_identity_unchanged_by_default_and_one_cell_per_saved_method(tmp_path):
-    assert set(fields_of(CurrentValue())) == {"corpus", "path", "synthetic_dialogues", "first_fills"}
+    # the release's draw-then-filter is what P2 cells stored before ``draw_then_filter`` meant: their
+    # ids are unchanged; n probes wanted (the new default) is a cell of its own
+    old = {"corpus", "path", "synthetic_dialogues", "first_fills"}
+    assert set(fields_of(CurrentValue(draw_then_filter=True))) == old
+    assert fields_of(CurrentValue())["draw_then_filter"] is False
+    for cls in (InitialGoal, GoalAndLateUpdate):  # no filter after their draw: no part of their identity
+        assert set(fields_of(cls())) == set(fields_of(cls(draw_then_filter=True))) == old
     root = str(write_release(tmp_path))
     cells = {
         digest(

@@ -34,6 +34,15 @@ def digest(payload: Any, length: int = 16) -> str:
 #: ``dataclasses.field(metadata=WHEN_SET)``: a field added to a plugin after stores exist, left out of
 #: the identity while it holds its default, so the cells that never set it keep their ids and controls
 WHEN_SET = {"identity": "when_set"}
+
+
+def when_set(stored: Any) -> dict[str, Any]:
+    """``dataclasses.field(metadata=when_set(value))``: a ``WHEN_SET`` field whose stored cells all
+    meant ``value``, which is not its default (the default is new behaviour): left out of the
+    identity while it holds ``value``, so those cells keep their ids and the new default gets its own."""
+    return {**WHEN_SET, "stored": stored}
+
+
 #: ``dataclasses.field(metadata=NEVER)``: a field that cannot change an answer (a timeout, a rate limit,
 #: the name of a key's variable): never part of the identity
 NEVER = {"identity": "never"}
@@ -41,7 +50,7 @@ NEVER = {"identity": "never"}
 
 def fields_of(obj: Any) -> dict[str, Any]:
     """A plugin dataclass's configured fields (private ``_name`` fields are state, not config; a
-    ``WHEN_SET`` field only when it differs from its default)."""
+    ``WHEN_SET`` field only when it differs from its default, or from ``when_set``'s value)."""
     if obj is None:
         return {}
     return {
@@ -49,8 +58,13 @@ def fields_of(obj: Any) -> dict[str, Any]:
         for f in dataclasses.fields(obj)
         if not f.name.startswith("_")
         and f.metadata.get("identity") != "never"
-        and not (f.metadata.get("identity") == "when_set" and getattr(obj, f.name) == _default(f))
+        and not (f.metadata.get("identity") == "when_set" and getattr(obj, f.name) == _stored(f))
     }
+
+
+def _stored(f: dataclasses.Field) -> Any:
+    """The value a ``WHEN_SET`` field's stored cells meant: ``when_set``'s, else its default."""
+    return f.metadata["stored"] if "stored" in f.metadata else _default(f)
 
 
 def changed_fields(obj: Any) -> dict[str, Any]:

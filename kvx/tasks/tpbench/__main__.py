@@ -29,6 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", nargs="+", type=int, default=[42, 43, 44])
     parser.add_argument("--n", type=int, default=200, help="source questions drawn per seed")
     parser.add_argument("--first-fills", action="store_true", help="count first fills as updates (P2/P3)")
+    parser.add_argument(
+        "--wanted",
+        action="store_true",
+        help="P2: read the shuffled pool until --n probes pass (the tasks' default) instead of the "
+        "release's draw of --n, then its filters",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON manifest per line instead of a table")
     parser.add_argument("--pool-out", default=None, help="write every P2 candidate here (JSON lines)")
     parser.add_argument(
@@ -43,7 +49,13 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError("--pool-out lists kvx's own candidates: it does not go with --release")
         source = {"probe_set": "release", "release_path": args.release} if args.release else {}
         for probe in args.probes:
-            task = PROBES[probe](corpus=args.corpus, path=args.path, first_fills=args.first_fills, **source)
+            task = PROBES[probe](
+                corpus=args.corpus,
+                path=args.path,
+                first_fills=args.first_fills,
+                draw_then_filter=not args.wanted,
+                **source,
+            )
             task.validate()
             rows += [task.manifest(args.n, seed) for seed in args.seeds]
         if args.pool_out:

@@ -29,8 +29,9 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import TypeVar
 
 from kvx.tasks.dialogue_corpora import Dialogue, Turn
 from kvx.tasks.tpbench import text
@@ -89,6 +90,7 @@ class Example:
 #: ``drawn``, then P2's ``final_update``, ``not_alias``, ``occurs`` (and the same rules over the whole
 #: pool, ``pool_*``: the paper's 791/623 SGD figures); ``deletion_matched`` for P2/P3
 Counts = dict[str, int]
+T = TypeVar("T")
 
 
 def _goal(dialogue: Dialogue) -> str:
@@ -228,10 +230,40 @@ def _sample(pool: list, n: int, seed: int) -> list:
     return [pool[i] for i in picked]
 
 
+def draw_filtered(
+    order: Sequence[T], n: int, keeps: Callable[[T], Sequence[bool]], draw_then_filter: bool
+) -> tuple[list[T], Counts]:
+    """P2's draw through its filters (final update, not alias, occurs), in the seed's shuffled order:
+    the release's protocol reads its first ``n`` and keeps what passes (``draw_then_filter``); kvx's
+    default reads on until ``n`` pass. Both keep the first passing items of one order, so the
+    release's set is the default's set of its size. Counts are sequential, as ``build_probes.py``
+    applies the filters."""
+    kept: list[T] = []
+    passed = [0, 0, 0]
+    read = 0
+    for item in order:
+        if len(kept) == n or (draw_then_filter and read == n):
+            break
+        read += 1
+        flags = keeps(item)
+        for i in range(3):
+            passed[i] += all(flags[: i + 1])
+        if all(flags):
+            kept.append(item)
+    return kept, {"drawn": read, **dict(zip(("final_update", "not_alias", "occurs"), passed))}
+
+
 def build(
-    probe: str, dialogues: Sequence[Dialogue], corpus: str, n: int, seed: int, first_fills: bool = False
+    probe: str,
+    dialogues: Sequence[Dialogue],
+    corpus: str,
+    n: int,
+    seed: int,
+    first_fills: bool = False,
+    draw_then_filter: bool = False,
 ) -> tuple[list[Example], Counts]:
-    """The probe set of one seed and the counts of every construction rule."""
+    """The probe set of one seed and the counts of every construction rule (``draw_filtered``: how
+    P2's ``n`` is read)."""
     if probe == "p1":
         pool = [d for d in dialogues if _goal(d)]
         drawn = _head(pool, n, seed)
@@ -254,14 +286,13 @@ def build(
             "pool_not_alias": len(kept),
             "pool_occurs": sum(_occurs(u, corpus) for u in kept),
         }
-        drawn = _head(events, n, seed)
-        counts["drawn"] = len(drawn)
-        drawn = [u for u in drawn if _is_final(u, last)]
-        counts["final_update"] = len(drawn)
-        drawn = [u for u in drawn if not _alias(u, corpus)]
-        counts["not_alias"] = len(drawn)
-        drawn = [u for u in drawn if _occurs(u, corpus)]
-        counts["occurs"] = len(drawn)
+        drawn, read = draw_filtered(
+            _head(events, len(events), seed),
+            n,
+            lambda u: (_is_final(u, last), not _alias(u, corpus), _occurs(u, corpus)),
+            draw_then_filter,
+        )
+        counts |= read
     else:
         raise ValueError(f"unknown probe {probe!r}: expected p1, p2 or p3")
     examples = [_example(probe, u, history[u.dialogue.id], corpus) for u in drawn]

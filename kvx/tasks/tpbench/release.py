@@ -35,7 +35,7 @@ from kvx.core.jsonl import JsonLineError, json_lines
 from kvx.core.source import Segment
 from kvx.tasks.dialogue_corpora import Dialogue, Turn
 from kvx.tasks.tpbench import text
-from kvx.tasks.tpbench.probes import Counts, Example, matched_control
+from kvx.tasks.tpbench.probes import Counts, Example, draw_filtered, matched_control
 
 #: kvx corpus -> the release's dataset name (its MultiWOZ is 2.2 train; kvx applies its MultiWOZ text
 #: rules, the release's ``multiwoz`` alias table, to it under ``multiwoz21``)
@@ -247,8 +247,11 @@ def _p3_eligible(label: dict[str, Any]) -> bool:
     )
 
 
-def select(release: Release, probe: str, corpus: str, n: int, seed: int) -> tuple[list[PoolRow], Counts]:
-    """The pool rows of one probe set, in the release's order, and the counts of each rule."""
+def select(
+    release: Release, probe: str, corpus: str, n: int, seed: int, draw_then_filter: bool = False
+) -> tuple[list[PoolRow], Counts]:
+    """The pool rows of one probe set, in the release's order, and the counts of each rule (P2's
+    ``n``: ``probes.draw_filtered``)."""
     if probe == "p3":
         rows = {r.dialogue_id: r for r in release.pool}
         eligible = sorted(d for d, label in release.labels.items() if d in rows and _p3_eligible(label))
@@ -256,20 +259,16 @@ def select(release: Release, probe: str, corpus: str, n: int, seed: int) -> tupl
         return [rows[d] for d in drawn], {"pool": len(eligible), "drawn": len(drawn)}
     order = list(release.pool)
     random.Random(seed).shuffle(order)
-    order = order[:n]
-    counts = {"pool": len(release.pool), "drawn": len(order)}
+    counts = {"pool": len(release.pool), "drawn": min(n, len(order))}
     if probe == "p1":
-        return order, counts
-    kept, passed = [], [0, 0, 0]
-    for row in order:
+        return order[:n], counts
+
+    def keeps(row: PoolRow) -> tuple[bool, bool, bool]:
         turns = [t for _, _, t in split_turns(row.methods[FULL], contiguous=True)]
-        flags = _p2_keeps(release.labels[row.dialogue_id], turns, corpus)
-        for i in range(3):  # sequential filters, counted as build_probes.py applies them
-            passed[i] += all(flags[: i + 1])
-        if all(flags):
-            kept.append(row)
-    counts |= dict(zip(("final_update", "not_alias", "occurs"), passed))
-    return kept, counts
+        return _p2_keeps(release.labels[row.dialogue_id], turns, corpus)
+
+    kept, read = draw_filtered(order, n, keeps, draw_then_filter)
+    return kept, counts | read
 
 
 def example(release: Release, row: PoolRow, probe: str, corpus: str) -> Example:
@@ -304,12 +303,12 @@ def example(release: Release, row: PoolRow, probe: str, corpus: str) -> Example:
 
 
 def probe_set(
-    root: str, probe: str, corpus: str, n: int, seed: int
+    root: str, probe: str, corpus: str, n: int, seed: int, draw_then_filter: bool = False
 ) -> tuple[list[tuple[Example, PoolRow]], Counts]:
     """The release's probe set of one seed as kvx examples (each with the pool row it came from, whose
     saved contexts it replays), and the counts of its rules."""
     release = load(root, corpus)
-    rows, counts = select(release, probe, corpus, n, seed)
+    rows, counts = select(release, probe, corpus, n, seed, draw_then_filter)
     pairs = [(example(release, row, probe, corpus), row) for row in rows]
     if probe != "p1":
         counts["deletion_matched"] = sum(

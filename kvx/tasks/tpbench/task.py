@@ -4,7 +4,8 @@ A source is one probe example: the dialogue as ``[Tn] USER/SYSTEM`` turns (one s
 after a ``Context:`` header segment), the Appendix A system prompt and question, and metadata the
 scorers, turn selectors and deletion transforms read (update turn, answer-bearing turns, matched
 deletion controls). ``seed`` draws the probe set (the paper's 42, 43, 44) and ``n_sources`` is the
-draw (the paper's 200); P2 keeps whatever survives its filters. ``probe_set=release`` reads the
+number of probes wanted; with ``draw_then_filter`` (the presets) it is the paper's draw of 200 and P2
+keeps whatever survives its filters. ``probe_set=release`` reads the
 public release's probes instead (``kvx.tasks.tpbench.release``) and ``saved_context`` replays one of
 its saved compressed contexts as the source's context.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from kvx.core.errors import ConfigError
-from kvx.core.identity import WHEN_SET
+from kvx.core.identity import NEVER, WHEN_SET, when_set
 from kvx.core.source import SPEAKERS, Segment, Source
 from kvx.tasks import dialogue_corpora, dialogue_synthetic
 from kvx.tasks.base import CountTokens, Score, Task
@@ -115,7 +116,9 @@ class _TPBench(Task):
     ``first_fills`` (count a slot's first value as an update, not only revisions), ``probe_set``
     (``build``: kvx's construction; ``release``: the public release's probes from ``release_path``, a
     clone of github.com/kentech-sail/TPBench), ``saved_context`` (with ``release``: the method whose
-    saved compressed context the reader gets, e.g. ``recency``; None: the whole dialogue)."""
+    saved compressed context the reader gets, e.g. ``recency``; None: the whole dialogue),
+    ``draw_then_filter`` (P2: the release's protocol, ``n_sources`` drawn and then filtered; else
+    ``n_sources`` probes that pass, ``probes.draw_filtered``)."""
 
     corpus: str = "synthetic"
     path: str | None = None
@@ -124,6 +127,8 @@ class _TPBench(Task):
     probe_set: str = field(default="build", metadata=WHEN_SET)
     release_path: str | None = field(default=None, metadata=WHEN_SET)
     saved_context: str | None = field(default=None, metadata=WHEN_SET)
+    #: P2 cells stored before the field drew then filtered: they keep their ids
+    draw_then_filter: bool = field(default=False, metadata=when_set(True))
 
     probe: ClassVar[str]
     #: tpbench-3: the builder follows the release's update, reference, origin and draw rules
@@ -176,10 +181,14 @@ class _TPBench(Task):
     def examples(self, n: int, seed: int) -> tuple[list[Example], Counts]:
         """The probe set of one seed and the counts of its construction rules."""
         if self.probe_set == "release":
-            pairs, counts = release.probe_set(str(self.release_path), self.probe, self.corpus, n, seed)
+            pairs, counts = self._release_pairs(n, seed)
             return [e for e, _ in pairs], counts
         args = (self.probe, self.corpus, self.path, self.synthetic_dialogues, self.first_fills)
-        return _probe_set(*args, n, seed)
+        return _probe_set(*args, self.draw_then_filter, n, seed)
+
+    def _release_pairs(self, n: int, seed: int) -> tuple[list[tuple[Example, release.PoolRow]], Counts]:
+        root = str(self.release_path)
+        return release.probe_set(root, self.probe, self.corpus, n, seed, self.draw_then_filter)
 
     def sources(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> list[Source]:
         if self.probe_set == "release":
@@ -192,7 +201,7 @@ class _TPBench(Task):
         """The release's probes; with ``saved_context`` each context is that method's saved text,
         recorded with its sha256 and the pool file's."""
         loaded = release.load(str(self.release_path), self.corpus)
-        pairs, _ = release.probe_set(str(self.release_path), self.probe, self.corpus, n, seed)
+        pairs, _ = self._release_pairs(n, seed)
         digest = probe_set_digest([e for e, _ in pairs])
         out = []
         for example, row in pairs:
@@ -310,9 +319,16 @@ class _TPBench(Task):
 
 @functools.lru_cache(maxsize=32)
 def _probe_set(
-    probe: str, corpus: str, path: str | None, synthetic: int, first_fills: bool, n: int, seed: int
+    probe: str,
+    corpus: str,
+    path: str | None,
+    synthetic: int,
+    first_fills: bool,
+    draw_then_filter: bool,
+    n: int,
+    seed: int,
 ) -> tuple[list[Example], Counts]:
-    return build(probe, dialogues(corpus, path, synthetic), corpus, n, seed, first_fills)
+    return build(probe, dialogues(corpus, path, synthetic), corpus, n, seed, first_fills, draw_then_filter)
 
 
 def probe_set_digest(examples: list[Example]) -> str:
@@ -324,6 +340,8 @@ class InitialGoal(_TPBench):
     """P1: the user's initial goal (first sentence of the first user turn)."""
 
     probe: ClassVar[str] = "p1"
+    #: P1 has no filter after its draw: the field changes nothing, so it is no part of the identity
+    draw_then_filter: bool = field(default=False, metadata=NEVER)
 
 
 @dataclass
@@ -339,3 +357,5 @@ class GoalAndLateUpdate(_TPBench):
 
     probe: ClassVar[str] = "p3"
     max_new_tokens: ClassVar[int] = 128
+    #: P3 filters its pool before sampling: the field changes nothing, so it is no part of the identity
+    draw_then_filter: bool = field(default=False, metadata=NEVER)
