@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -408,6 +409,32 @@ def test_cli_errors_and_strict(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main([*args, "--strict"]) == 1
     with pytest.raises(SystemExit):
         main(["--pair", "onlyone"])
+
+
+def test_outputs_dir_finds_the_store_runs_with_that_outputs_dir_wrote_and_writes_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    runs = tmp_path / "D"  # as `python -m kvx ... outputs_dir=D` writes it (the rule: test_cli.py)
+    log_sweep(f"sqlite:///{runs / 'mlflow.db'}", Grid(n_sources=2))
+    quiet = ["--quiet", "--no-plots", "--no-log"]
+    assert main(quiet) == 2  # the default outputs_dir: it names what it looked for and how to point it
+    err = capsys.readouterr().err
+    assert f"no such store: {tmp_path / 'outputs' / 'mlflow.db'}" in err
+    assert "default outputs_dir=outputs" in err and "--outputs-dir DIR" in err
+    assert "sqlite:////abs/path/mlflow.db" in err
+    assert main(["--outputs-dir", "D", *quiet]) == 0
+    assert len(list((runs / "aggregate").glob("*/report.html"))) == 1
+    assert not (tmp_path / "outputs").exists()  # nothing in the folder the runs did not use
+    assert main(["--tracking-uri", f"sqlite:///{str(runs)[1:]}/mlflow.db", *quiet]) == 2  # three slashes
+    assert f"did you mean sqlite:///{runs}/mlflow.db?" in capsys.readouterr().err
+    shutil.rmtree(runs / "aggregate")
+    assert main(["--tracking-uri", f"sqlite:///{runs}/mlflow.db", *quiet]) == 0  # four: beside the store
+    assert len(list((runs / "aggregate").glob("*/report.html"))) == 1
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'elsewhere.db'}")
+    assert main(["--outputs-dir", "D", *quiet]) == 2  # as for runs, MLFLOW_TRACKING_URI wins
+    assert "chosen by MLFLOW_TRACKING_URI" in capsys.readouterr().err
 
 
 def test_synthetic_records_follow_the_schema() -> None:
