@@ -308,3 +308,17 @@ def test_loading_every_builtin_entry_point_imports_no_framework() -> None:
     count, imported = done.stdout.strip().split(" ", 1)
     assert int(count) >= 60, done.stdout  # every group was discovered and loaded
     assert imported == "[]", f"loading the built-in plugins imported {imported}"
+
+
+def test_help_prints_usage_and_an_unknown_argument_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from kvx.plugins import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and out.startswith("usage: python -m kvx.plugins")
+    assert "kvx.tasks (" not in out  # not the listing
+    with pytest.raises(SystemExit) as done:
+        main(["--list"])
+    assert done.value.code == 2 and "unrecognized arguments: --list" in capsys.readouterr().err
+    assert main([]) == 0 and capsys.readouterr().out.startswith("kvx.tasks (")
