@@ -310,15 +310,14 @@ def test_loading_every_builtin_entry_point_imports_no_framework() -> None:
     assert imported == "[]", f"loading the built-in plugins imported {imported}"
 
 
-def test_help_prints_usage_and_an_unknown_argument_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
-    from kvx.plugins import main
+def test_help_prints_usage_and_an_unknown_argument_is_an_error() -> None:
+    def plugins(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "kvx.plugins", *args], capture_output=True, text=True)
 
-    with pytest.raises(SystemExit) as done:
-        main(["--help"])
-    out = capsys.readouterr().out
-    assert done.value.code == 0 and out.startswith("usage: python -m kvx.plugins")
-    assert "kvx.tasks (" not in out  # not the listing
-    with pytest.raises(SystemExit) as done:
-        main(["--list"])
-    assert done.value.code == 2 and "unrecognized arguments: --list" in capsys.readouterr().err
-    assert main([]) == 0 and capsys.readouterr().out.startswith("kvx.tasks (")
+    done = plugins("--help")
+    assert done.returncode == 0 and done.stdout.startswith("usage: python -m kvx.plugins")
+    assert "kvx.tasks (" not in done.stdout  # not the listing
+    done = plugins("--list")
+    assert done.returncode == 2 and "unrecognized arguments: --list" in done.stderr and not done.stdout
+    done = plugins()
+    assert done.returncode == 0 and done.stdout.startswith("kvx.tasks (")
