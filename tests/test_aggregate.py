@@ -437,6 +437,25 @@ def test_outputs_dir_finds_the_store_runs_with_that_outputs_dir_wrote_and_writes
     assert "chosen by MLFLOW_TRACKING_URI" in capsys.readouterr().err
 
 
+@pytest.mark.filterwarnings("error::UserWarning")
+@pytest.mark.parametrize(
+    "grid",
+    [Grid(n_sources=2), Grid(compressors=("snapkv",), ratios=(0.5,), n_sources=1)],
+    ids=["tiny-sweep", "one-cell"],
+)
+def test_the_figures_of_a_tiny_aggregate_draw_without_a_warning(tmp_path: Path, grid: Grid) -> None:
+    """As small as a first sweep (2 presses x 2 ratios x 2 sources, or one cell of one source): every
+    figure is drawn in this process (one worker), so a matplotlib warning fails the test."""
+    from kvx.aggregate.publish.kvdiagnosis_plots import FIGURES
+    from kvx.aggregate.publish.plots import plot_all
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    log_sweep(uri, grid)
+    tables = analyse(MlflowSource(uri, ["kvx"]), FAST).tables
+    figures = plot_all(tables, tmp_path / "out", workers=1, extra=FIGURES)
+    assert sum(map(len, figures.values())) >= 4  # heatmaps, frontier, Jaccard, KVDiagnosis tiers
+
+
 def test_synthetic_records_follow_the_schema() -> None:
     for r in cell_records(Grid(compressors=("think",)), "ruler_niah_single", "smollm2", "think", 0.25):
         validate(r)
