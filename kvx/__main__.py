@@ -11,22 +11,15 @@ import atexit
 import os
 import sys
 import threading
-from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
 from kvx.cli import presets, suite
 from kvx.cli.preflight import prepare
+from kvx.core.conf import conf_dir
 from kvx.core.errors import ConfigError
 from kvx.core.registry import RegistryError
-
-
-def conf_dir() -> str:
-    """``conf/`` ships inside the wheel as ``kvx/conf``; a source checkout keeps it at the top level."""
-    here = Path(__file__).resolve().parent
-    installed = here / "conf"
-    return str(installed if (installed / "config.yaml").exists() else here.parent / "conf")
 
 
 @hydra.main(version_base="1.3", config_path=conf_dir(), config_name="config")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
-from kvx.core.registry import BUILTIN_DIST, GROUPS, Entry, Registry, registry
+from kvx.core.registry import BUILTIN_DIST, DISABLE_ENV, GROUPS, Entry, Registry, registry
 
 
 def listing() -> str:
@@ -31,7 +32,14 @@ def _collision(reg: Registry, entry: Entry) -> str:
     return f"; name shared with {', '.join(e.qualified for e in others)}, use {entry.qualified}"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """The listing; ``--help`` says what the command does, and an argument it does not take is an error."""
+    argparse.ArgumentParser(
+        prog="python -m kvx.plugins",
+        description="List every registered name per entry-point group (kvx.tasks, kvx.readers, ...) with "
+        f"its distribution, version and status (ok, or broken and why). {DISABLE_ENV}=1 lists kvx's "
+        "own names only.",
+    ).parse_args(argv)
     print(listing())
     return 0
 

@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             backend = cluster.start()
         except RuntimeError as exc:
-            print(f"kvx.server: {exc}", file=sys.stderr)
+            print(f"kvx.server: --postgres {args.postgres}: {exc}", file=sys.stderr)
             return 2
         print(f"kvx.server: PostgreSQL on 127.0.0.1:{cluster.port} ({args.postgres})", flush=True)
     if backend is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -408,6 +409,51 @@ def test_cli_errors_and_strict(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main([*args, "--strict"]) == 1
     with pytest.raises(SystemExit):
         main(["--pair", "onlyone"])
+
+
+def test_outputs_dir_finds_the_store_runs_with_that_outputs_dir_wrote_and_writes_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    runs = tmp_path / "D"  # as `python -m kvx ... outputs_dir=D` writes it (the rule: test_cli.py)
+    log_sweep(f"sqlite:///{runs / 'mlflow.db'}", Grid(n_sources=2))
+    quiet = ["--quiet", "--no-plots", "--no-log"]
+    assert main(quiet) == 2  # the default outputs_dir: it names what it looked for and how to point it
+    err = capsys.readouterr().err
+    assert f"no such store: {tmp_path / 'outputs' / 'mlflow.db'}" in err
+    assert "default outputs_dir=outputs" in err and "--outputs-dir DIR" in err
+    assert "sqlite:////abs/path/mlflow.db" in err
+    assert main(["--outputs-dir", "D", *quiet]) == 0
+    assert len(list((runs / "aggregate").glob("*/report.html"))) == 1
+    assert not (tmp_path / "outputs").exists()  # nothing in the folder the runs did not use
+    assert main(["--tracking-uri", f"sqlite:///{str(runs)[1:]}/mlflow.db", *quiet]) == 2  # three slashes
+    assert f"did you mean sqlite:///{runs}/mlflow.db?" in capsys.readouterr().err
+    shutil.rmtree(runs / "aggregate")
+    assert main(["--tracking-uri", f"sqlite:///{runs}/mlflow.db", *quiet]) == 0  # four: beside the store
+    assert len(list((runs / "aggregate").glob("*/report.html"))) == 1
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'elsewhere.db'}")
+    assert main(["--outputs-dir", "D", *quiet]) == 2  # as for runs, MLFLOW_TRACKING_URI wins
+    assert "chosen by MLFLOW_TRACKING_URI" in capsys.readouterr().err
+
+
+@pytest.mark.filterwarnings("error::UserWarning")
+@pytest.mark.parametrize(
+    "grid",
+    [Grid(n_sources=2), Grid(compressors=("snapkv",), ratios=(0.5,), n_sources=1)],
+    ids=["tiny-sweep", "one-cell"],
+)
+def test_the_figures_of_a_tiny_aggregate_draw_without_a_warning(tmp_path: Path, grid: Grid) -> None:
+    """As small as a first sweep (2 presses x 2 ratios x 2 sources, or one cell of one source): every
+    figure is drawn in this process (one worker), so a matplotlib warning fails the test."""
+    from kvx.aggregate.publish.kvdiagnosis_plots import FIGURES
+    from kvx.aggregate.publish.plots import plot_all
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    log_sweep(uri, grid)
+    tables = analyse(MlflowSource(uri, ["kvx"]), FAST).tables
+    figures = plot_all(tables, tmp_path / "out", workers=1, extra=FIGURES)
+    assert sum(map(len, figures.values())) >= 4  # heatmaps, frontier, Jaccard, KVDiagnosis tiers
 
 
 def test_synthetic_records_follow_the_schema() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -85,6 +86,50 @@ def test_design_card_sweep_logs_parent_cells_and_control_then_reuses_them(tmp_pa
     again = kvx(["-m", "press=tova", "ratio=0.25,0.5", *TINY], tmp_path)
     assert again.returncode == 0 and (again.stdout + again.stderr).count("skip ") == 2
     assert len(runs(tmp_path, "cell")) == 4  # nothing recomputed, nothing duplicated
+
+
+#: what docs/results.md lists that a tiny run does not log, and why
+NOT_ON_TINY = {
+    "params": {"reader.revision", "reader.weights_sha256", "reader.chat_template_sha256"},  # no fingerprint
+    "metrics": {"cw_rate", "m.json_valid"},  # no FullCache-correct source; RULER has no answer metrics
+    "tags": set(),
+}
+
+
+def results_md_lists() -> dict[str, tuple[set[str], list[re.Pattern[str]]]]:
+    """docs/results.md's params, metrics and tags: literal names, and patterns for ``<placeholder>``s."""
+    text = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    out = {}
+    for kind in NOT_ON_TINY:
+        bullet = re.search(rf"^- \*\*{kind}\*\*:(.*?)(?=^- \*\*)", text, flags=re.S | re.M).group(1)
+        tokens = [name for code in re.findall(r"`([^`]+)`", bullet) for name in code.split()]
+        patterns = [
+            re.compile(re.sub(r"<\w+>", lambda _: r"[\w.]+", re.escape(name)))
+            for name in tokens
+            if "<" in name
+        ]
+        out[kind] = ({name for name in tokens if "<" not in name}, patterns)
+    return out
+
+
+def test_a_run_with_outputs_dir_is_aggregated_there_and_logs_what_results_md_lists(tmp_path):
+    proc = kvx([*TINY, "outputs_dir=D"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    args = ["--outputs-dir", "D", "--quiet", "--no-plots", "--no-log"]
+    done = prestarted.run("kvx.aggregate", args, tmp_path, env(), timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert "3 records read" in done.stdout
+    assert len(list((tmp_path / "D" / "aggregate").glob("*/report.html"))) == 1
+    assert not (tmp_path / "outputs").exists()  # neither the run nor the aggregate wrote elsewhere
+    c = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'D' / 'mlflow.db'}")
+    exp = c.get_experiment_by_name("kvx").experiment_id
+    [cell] = c.search_runs([exp], filter_string="tags.`kvx.role` = 'cell'")
+    logged = {"params": cell.data.params, "metrics": cell.data.metrics, "tags": cell.data.tags}
+    for kind, (names, patterns) in results_md_lists().items():
+        unlisted = {k for k in logged[kind] if k not in names and not any(p.fullmatch(k) for p in patterns)}
+        assert not unlisted, f"{kind} logged but not in docs/results.md: {sorted(unlisted)}"
+        absent = names - set(logged[kind]) - NOT_ON_TINY[kind]
+        assert not absent, f"{kind} docs/results.md lists but a run does not log: {sorted(absent)}"
 
 
 def test_interrupted_grouped_sweep_resumes_without_duplicates(tmp_path, blank_store):

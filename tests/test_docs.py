@@ -1,5 +1,6 @@
 """The README and the pages under docs/: every relative link reaches a file (and heading) that exists,
-the site's nav lists every page, the README stays an overview, and no page points at the team's own paths.
+the site's nav lists every page, the README stays an overview, no page points at the team's own paths,
+and where a page says the aggregate's tables are is where it writes them.
 
 Fast and without MkDocs (CI also runs `mkdocs build --strict`, which checks the rendered site)."""
 
@@ -115,3 +116,19 @@ def test_the_readme_is_an_overview_with_the_same_quickstart_and_map_as_the_site(
     index_map = re.findall(r"^- \[[^\]]+\]\(([^)]+)\)", index, flags=re.M)
     assert readme_map == index_map
     assert sorted(readme_map) == sorted(str(p.relative_to(DOCS)) for p in PAGES if p.name != "index.md")
+
+
+def test_where_the_docs_say_aggregate_tables_are_is_where_the_aggregate_writes_them(tmp_path: Path):
+    import pandas as pd
+
+    from kvx.aggregate.publish.report import write_tables
+
+    written = write_tables({"matrix": pd.DataFrame({"a": [1]})}, tmp_path)["matrix"]
+    claimed = {
+        (page.name, form)
+        for page in FILES
+        for form in re.findall(r"`([\w./]*<name>\.(?:csv|md))`", page.read_text(encoding="utf-8"))
+    }
+    assert claimed  # docs/kvdiagnosis.md names the tables' file
+    for page, form in claimed:
+        assert tmp_path / form.replace("<name>", "matrix") in written, f"{page}: `{form}`"

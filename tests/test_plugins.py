@@ -308,3 +308,16 @@ def test_loading_every_builtin_entry_point_imports_no_framework() -> None:
     count, imported = done.stdout.strip().split(" ", 1)
     assert int(count) >= 60, done.stdout  # every group was discovered and loaded
     assert imported == "[]", f"loading the built-in plugins imported {imported}"
+
+
+def test_help_prints_usage_and_an_unknown_argument_is_an_error() -> None:
+    def plugins(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "kvx.plugins", *args], capture_output=True, text=True)
+
+    done = plugins("--help")
+    assert done.returncode == 0 and done.stdout.startswith("usage: python -m kvx.plugins")
+    assert "kvx.tasks (" not in done.stdout  # not the listing
+    done = plugins("--list")
+    assert done.returncode == 2 and "unrecognized arguments: --list" in done.stderr and not done.stdout
+    done = plugins()
+    assert done.returncode == 0 and done.stdout.startswith("kvx.tasks (")

@@ -185,6 +185,28 @@ def test_jsonl_default_ids_and_no_evidence(jsonl_file):
     assert all(s.evidence == [] for s in sources)
 
 
+def test_jsonl_a_field_named_id_is_the_source_id_unless_id_field_says_otherwise(tmp_path):
+    from kvx.core.errors import ConfigError
+
+    rows = [
+        {"id": f"q{i}", "uid": f"u{i}", "context": "c", "question": "q", "answers": "a"} for i in range(3)
+    ]
+    path = tmp_path / "ids.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    JsonlTask(path=str(path)).validate()
+    assert sorted(s.id for s in JsonlTask(path=str(path)).sources(3, 0, 0, words)) == ["q0", "q1", "q2"]
+    explicit = JsonlTask(path=str(path), id_field="uid").sources(3, 0, 0, words)
+    assert sorted(s.id for s in explicit) == ["u0", "u1", "u2"]
+    rows_ids = JsonlTask(path=str(path), id_field="").sources(3, 0, 0, words)  # the ids before "id" was read
+    assert sorted(s.id for s in rows_ids) == ["ids_000000", "ids_000001", "ids_000002"]
+    del rows[2]["id"]  # some rows with an id, one without: refused before any model loads
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with pytest.raises(ConfigError, match=r"line 3 has no field\(s\) \['id'\].*the first row has \['id'\]"):
+        JsonlTask(path=str(path)).validate()
+    with pytest.raises(ConfigError, match=r"line 1 has no field\(s\) \['key'\]"):
+        JsonlTask(path=str(path), id_field="key").validate()  # a named field must exist
+
+
 @pytest.mark.parametrize(("scorer", "expected"), [("string_match_all", 0.5), ("string_match_part", 1.0)])
 def test_jsonl_ruler_scorers(jsonl_file, scorer, expected):
     task = JsonlTask(path=jsonl_file, id_field="uid", scorer=scorer)

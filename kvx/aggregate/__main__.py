@@ -1,6 +1,7 @@
 """``python -m kvx.aggregate``: tables, plots and a report from an MLflow store or a record directory.
 
 python -m kvx.aggregate                          # every finished cell in outputs/mlflow.db
+python -m kvx.aggregate --outputs-dir D          # the runs of `python -m kvx ... outputs_dir=D`
 python -m kvx.aggregate --sweep latest           # only the most recent sweep
 python -m kvx.aggregate --records DIR            # record files produced anywhere (reread fast)
 python -m kvx.aggregate --strict                 # exit 1 on any validation problem
@@ -38,20 +39,29 @@ from kvx.aggregate.read import cache
 from kvx.aggregate.read.sources import DirectorySource, MlflowSource, Source
 from kvx.aggregate.run import Options, Result, analyse
 from kvx.core.errors import ConfigError
+from kvx.stores.tags import run_store
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from kvx.aggregate.publish.plots import Drawer
 
-DEFAULT_URI = "sqlite:///outputs/mlflow.db"
 GATE_FAILED = 3  # exit code: a compared upgrade has an outcome --fail-on lists (1 and 2 are taken)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m kvx.aggregate", description=__doc__.split("\n")[0])
     src = p.add_argument_group("input (an MLflow store by default)")
-    src.add_argument("--tracking-uri", help=f"MLflow store (default: $MLFLOW_TRACKING_URI or {DEFAULT_URI})")
+    src.add_argument(
+        "--outputs-dir",
+        help="the runs' outputs_dir (as in `python -m kvx outputs_dir=DIR`): read the store they wrote "
+        "(DIR/mlflow.db unless $MLFLOW_TRACKING_URI is set), write DIR/aggregate/<time> (default: outputs)",
+    )
+    src.add_argument(
+        "--tracking-uri",
+        help="MLflow store (default: $MLFLOW_TRACKING_URI, else the --outputs-dir store); an absolute "
+        "sqlite path takes four slashes: sqlite:////abs/path/mlflow.db",
+    )
     src.add_argument("--experiment", action="append", help="experiment name (repeatable; default: kvx)")
     src.add_argument("--sweep", action="append", help="sweep (parent) run id, or 'latest' (repeatable)")
     src.add_argument(
@@ -63,7 +73,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=Path,
         help="CSV/JSONL of per-row, per-reader raw_/comp_ scores to audit instead (kvx.aggregate.scores)",
     )
-    p.add_argument("--out", type=Path, help="output directory (default: outputs/aggregate/<time>)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="output directory (default: <outputs-dir>/aggregate/<time>; without --outputs-dir, beside "
+        "the sqlite store read)",
+    )
     p.add_argument("--pair", action="append", default=[], help="declared reader upgrade A:B for the audit")
     p.add_argument(
         "--swap",
@@ -203,6 +218,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def store_uri(args: argparse.Namespace) -> tuple[str, str]:
+    """The store to read, by the rule runs use (``kvx.stores.tags.run_store``), and what chose it."""
+    if args.tracking_uri:
+        return args.tracking_uri, "--tracking-uri"
+    outputs_dir, uri = run_store(args.outputs_dir)
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return uri, "MLFLOW_TRACKING_URI"
+    if args.outputs_dir:
+        return uri, f"--outputs-dir {outputs_dir}"
+    return uri, f"the default outputs_dir={outputs_dir}"
+
+
+def out_dir(args: argparse.Namespace, uri: str | None) -> Path:
+    """``--out``, else ``<outputs dir>/aggregate/<time>``: ``--outputs-dir``, else the folder of the
+    sqlite store read, else the runs' default ``outputs_dir``."""
+    if args.out:
+        return args.out
+    db = uri.removeprefix("sqlite:///") if uri else ""
+    if args.outputs_dir:
+        folder = Path(args.outputs_dir)
+    elif db and db != uri and db != ":memory:":
+        folder = Path(db).parent
+    else:
+        folder = Path(run_store()[0])
+    return folder / "aggregate" / time.strftime("%Y%m%d-%H%M%S")
+
+
 def build_source(args: argparse.Namespace) -> tuple[Source, str | None]:
     """The source and the tracking URI the report is logged to (None: do not log)."""
     if args.scores:
@@ -214,14 +256,29 @@ def build_source(args: argparse.Namespace) -> tuple[Source, str | None]:
         return DirectorySource(args.records, cache=kept), args.tracking_uri
     from kvx.cli.preflight import check_reachable  # hydra and plugins: only for stores
 
-    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
+    uri, origin = store_uri(args)
     check_reachable(uri, "--tracking-uri" if args.tracking_uri else None)
-    source = MlflowSource(uri, args.experiment or ["kvx"], args.sweep, args.close_stale)
+    try:
+        source = MlflowSource(uri, args.experiment or ["kvx"], args.sweep, args.close_stale)
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"{exc}, chosen by {origin}{_store_hint(uri)}") from None
     if args.close_stale and source.stale:
         from kvx.stores.tracking import close_stale  # imports MLflow: only when asked to write
 
         close_stale(uri, source.stale)
     return source, uri
+
+
+def _store_hint(uri: str) -> str:
+    """How to reach the store the runs wrote: the absolute path a three-slash sqlite URI meant, if
+    that file exists, else ``--outputs-dir`` and ``--tracking-uri``."""
+    absolute = "/" + uri.removeprefix("sqlite:///")
+    if uri.startswith("sqlite:///") and not absolute.startswith("//") and Path(absolute).is_file():
+        return f"; did you mean sqlite:///{absolute}?"
+    return (
+        ". Runs with outputs_dir=DIR write DIR/mlflow.db: pass --outputs-dir DIR, or --tracking-uri URI "
+        "for another store (an absolute sqlite path takes four slashes: sqlite:////abs/path/mlflow.db)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -255,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         null_draws=args.null_draws,
         null_splits=args.null_splits,
     )
-    out = args.out or Path("outputs") / "aggregate" / time.strftime("%Y%m%d-%H%M%S")
+    out = out_dir(args, log_uri)
     if args.scores:
         from kvx.aggregate.scores import audit_scores
 

@@ -17,6 +17,9 @@ import time
 from pathlib import Path
 
 DATABASE = "kvx"
+#: the PostgreSQL programs a private cluster runs, and how Debian and Ubuntu install them
+PROGRAMS = ("initdb", "pg_ctl", "psql")
+INSTALL = "apt-get install postgresql"
 
 
 def binary(name: str) -> str | None:
@@ -30,9 +33,12 @@ def binary(name: str) -> str | None:
 
 def available() -> str | None:
     """None when a cluster can be made here, else why not."""
-    missing = [n for n in ("initdb", "pg_ctl", "psql") if binary(n) is None]
+    missing = [n for n in PROGRAMS if binary(n) is None]
     if missing:
-        return f"PostgreSQL programs not found: {', '.join(missing)} (apt-get install postgresql)"
+        return (
+            f"a private PostgreSQL cluster needs {', '.join(PROGRAMS)}; not found on PATH or in "
+            f"/usr/lib/postgresql/<version>/bin: {', '.join(missing)} (Debian/Ubuntu: {INSTALL})"
+        )
     if os.geteuid() == 0 and not _user_exists("postgres"):
         return "running as root without a 'postgres' system user to own the cluster"
     return None

@@ -4,7 +4,10 @@ the store's URI, so readers of a store (the aggregate, the preflight) start befo
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+from kvx.core.conf import conf_dir
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -25,3 +28,14 @@ MLFLOW_PARENT = "mlflow.parentRunId"
 def tracking_uri(cfg: DictConfig) -> str:
     """``MLFLOW_TRACKING_URI`` wins over ``mlflow.tracking_uri`` (read without importing mlflow)."""
     return os.environ.get("MLFLOW_TRACKING_URI") or str(cfg.mlflow.tracking_uri)
+
+
+def run_store(outputs_dir: str | None = None) -> tuple[str, str]:
+    """The ``outputs_dir`` and tracking URI of a run given ``outputs_dir=...`` (None: the default), read
+    from the run's own config, so that readers of a store (the aggregate) find what the runs wrote."""
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(Path(conf_dir()) / "config.yaml")
+    if outputs_dir is not None:
+        cfg.outputs_dir = outputs_dir
+    return str(cfg.outputs_dir), tracking_uri(cfg)

@@ -19,6 +19,9 @@ from kvx.core.source import Segment, Source
 from kvx.tasks.base import CountTokens, Score, Task
 from kvx.tasks.scoring import containment, normalize_answer, string_match_all, string_match_part
 
+#: the field a JSONL task reads source ids from unless ``task.id_field`` names another ("": none)
+DEFAULT_ID_FIELD = "id"
+
 SCORERS: dict[str, Callable[[str, Sequence[str]], float]] = {
     "containment": containment,
     "string_match_all": string_match_all,
@@ -37,8 +40,9 @@ def load_rows(path: str) -> Any:
     return datasets.load_dataset("json", data_files=str(Path(path).resolve()), split="train")
 
 
-def check_rows(path: str, fields: Sequence[str]) -> None:
-    """Every row of a JSONL file (or JSON list) is an object holding ``fields``.
+def check_rows(path: str, fields: Sequence[str], optional: Sequence[str] = ()) -> None:
+    """Every row of a JSONL file (or JSON list) is an object holding ``fields``, and the ``optional``
+    fields its first row holds.
 
     Read line by line before any model loads, so an empty or malformed file fails in one line naming
     the file and the line instead of a traceback from ``datasets`` after the run has started.
@@ -52,10 +56,14 @@ def check_rows(path: str, fields: Sequence[str]) -> None:
         for where, row in json_rows(Path(path)):
             if not isinstance(row, dict):
                 raise ConfigError(f"task.path={path}: {where} is not a JSON object")
+            if not n_rows:
+                fields = [*fields, *(name for name in optional if name in row)]
             missing = [name for name in fields if name not in row]
             if missing:
+                first = [name for name in missing if name in optional]
                 raise ConfigError(
                     f"task.path={path}: {where} has no field(s) {missing}; it has {sorted(row)}"
+                    + (f" (the first row has {first}, so every row needs it)" if first else "")
                 )
             n_rows += 1
     except UnicodeDecodeError as exc:
@@ -143,9 +151,11 @@ class JsonlTask(Task):
     """Questions from a user JSONL file: one object per line with context, question and answers.
 
     ``answers_field`` holds a string or a list of strings. ``evidence_field`` (optional) holds a list of
-    [start, end] character offsets into the context or of verbatim context substrings. Without
-    ``id_field`` a source's id is the file stem and row number. With ``segments_field`` the context is
-    structured (dialogue turns, a passage pool) and text transforms can keep or drop its segments.
+    [start, end] character offsets into the context or of verbatim context substrings. ``id_field``
+    holds each source's id, as a researcher expects of a field named ``id`` (the default); where the
+    rows have no ``id`` field, or with ``id_field=""``, a source's id is the file stem and row number.
+    With ``segments_field`` the context is structured (dialogue turns, a passage pool) and text
+    transforms can keep or drop its segments.
     """
 
     scorer_version: ClassVar[str] = "2"  # 2: containment normalises ASCII punctuation only
@@ -155,7 +165,7 @@ class JsonlTask(Task):
     question_field: str = "question"
     answers_field: str = "answers"
     evidence_field: str = ""
-    id_field: str = ""
+    id_field: str = DEFAULT_ID_FIELD
     scorer: str = "containment"
     #: a list of strings, or of {"text", "id", "role", "title"} objects (dialogue turns, passages):
     #: the context's segments, joined by ``separator``; ``context_field`` is then not read
@@ -171,17 +181,22 @@ class JsonlTask(Task):
         for key in required:
             if not getattr(self, key):
                 raise ConfigError(f"task.{key} is empty: name the JSON field that holds it")
-        keys = (*required, "evidence_field", "id_field")
-        check_rows(self.path, [getattr(self, key) for key in keys if getattr(self, key)])
+        fields = [getattr(self, key) for key in (*required, "evidence_field") if getattr(self, key)]
+        default_id = self.id_field == DEFAULT_ID_FIELD  # used where the rows have it
+        if self.id_field and not default_id:
+            fields.append(self.id_field)
+        check_rows(self.path, fields, optional=[self.id_field] if default_id else [])
 
     def sources(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> list[Source]:
         rows = load_rows(self.path)
+        absent = self.id_field == DEFAULT_ID_FIELD and DEFAULT_ID_FIELD not in rows.column_names
+        id_field = "" if absent else self.id_field
         fields = [
             self.segments_field or self.context_field,
             self.question_field,
             self.answers_field,
             self.evidence_field,
-            self.id_field,
+            id_field,
         ]
         missing = [name for name in fields if name and name not in rows.column_names]
         if missing:
@@ -198,9 +213,11 @@ class JsonlTask(Task):
             answers = [answers] if isinstance(answers, str) else [str(answer) for answer in answers or []]
             if not answers:
                 raise ValueError(f"{self.path} row {index}: no answers in field {self.answers_field!r}")
+            if id_field and row[id_field] is None:
+                raise ValueError(f"{self.path} row {index}: no id in field {id_field!r}")
             out.append(
                 Source(
-                    id=str(row[self.id_field]) if self.id_field else f"{Path(self.path).stem}_{index:06d}",
+                    id=str(row[id_field]) if id_field else f"{Path(self.path).stem}_{index:06d}",
                     context=context,
                     question=question,
                     answers=answers,
@@ -213,7 +230,7 @@ class JsonlTask(Task):
                 )
             )
         if len({source.id for source in out}) < len(out):
-            raise ValueError(f"{self.path}: field {self.id_field!r} has duplicate ids")
+            raise ValueError(f"{self.path}: field {id_field!r} has duplicate ids")
         return out
 
     def evaluate(self, answer: str, source: Source) -> Score:

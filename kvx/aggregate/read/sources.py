@@ -144,7 +144,8 @@ class MlflowSource(Source):
         ``kvx.stores.tracking.close_stale``; the source itself never writes to the store."""
         super().__init__({"tracking_uri": uri, "experiments": ", ".join(experiments)})
         if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
-            raise FileNotFoundError(f"--tracking-uri {uri}: no such store (run a sweep first)")
+            path = Path(uri.removeprefix("sqlite:///")).absolute()
+            raise FileNotFoundError(f"no such store: {path} ({uri}; run a sweep first)")
         self.uri = uri
         self._client: Any = None
         db = uri.removeprefix("sqlite:///")
