@@ -316,8 +316,9 @@ def write_records(root: Path, grid: Grid, compresslevel: int = 1, schema1: bool 
     return written
 
 
-def log_sweep(uri: str, grid: Grid, experiment: str = "kvx") -> str:
-    """Write the grid into an MLflow store like a ``python -m kvx -m`` sweep; returns the sweep id."""
+def log_sweep(uri: str, grid: Grid, experiment: str = "kvx", plan: bool = True) -> str:
+    """Write the grid into an MLflow store like a ``python -m kvx -m`` sweep; returns the sweep id.
+    ``plan=False``: as an earlier kvx logged it, without the cells its jobs are (``kvx.plan.*``)."""
     from mlflow.entities import Metric
     from mlflow.tracking import MlflowClient
 
@@ -334,9 +335,10 @@ def log_sweep(uri: str, grid: Grid, experiment: str = "kvx") -> str:
             tracking.CONFIG_HASH: records[0]["config_hash"],
             tracking.MLFLOW_PARENT: sweep,
         }
-        run_id = client.create_run(
-            exp_id, run_name=f"{task}|{reader}|{compressor}@{ratio}", tags=tags
-        ).info.run_id
+        name = f"{task}|{reader}|{compressor}@{ratio}"
+        if plan:
+            client.set_tag(sweep, f"{tracking.PLAN}{records[0]['cell']['id']}", name)
+        run_id = client.create_run(exp_id, run_name=name, tags=tags).info.run_id
         metrics = [Metric(k, float(v), 0, 0) for k, v in cell_metrics(records).items()]
         client.log_batch(run_id, metrics=metrics)
         client.log_text(run_id, dumps(records), "records.jsonl")
