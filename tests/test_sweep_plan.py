@@ -84,27 +84,29 @@ def test_a_sweep_an_earlier_kvx_logged_is_checked_by_the_product_of_its_axes(tmp
 
 
 def _reusing_store(tmp_path: Path, blank_store) -> str:
-    """Sweep A runs snapkv@0.25,0.5; sweep B plans snapkv@0.5 (reused from A) and tova@0.5. One of
-    A's control groups has a second ledger, one of B's runs logged a count its records do not give, and
-    a cell run of B failed (its cell is B's tova@0.25, planned too)."""
+    """Sweep A runs snapkv@0.5; sweep B plans snapkv,tova x 0.25,0.5 and reuses A's snapkv@0.5. A's
+    control group has a second ledger (a later cell's supplement), B's tova@0.5 logged a count its
+    records do not give, and B's tova@0.25 failed."""
     uri, client, exp = _store(tmp_path, blank_store)
     grid = Grid(compressors=("snapkv", "tova"), n_sources=3)
-    a = log_sweep(uri, Grid(compressors=("snapkv",), n_sources=3))
-    first = cell_records(
-        Grid(compressors=("snapkv",), n_sources=3), "ruler_niah_single", "smollm2", "snapkv", 0.5
-    )
+    a = log_sweep(uri, Grid(compressors=("snapkv",), ratios=(0.5,), n_sources=3))
+    first = cell_records(grid, "ruler_niah_single", "smollm2", "snapkv", 0.5)
     log_controls(client, exp, "ruler_niah_single|smollm2|FullCache (+1)", first[2:], a)
-    b = client.create_run(exp, tags={tracking.ROLE: "sweep", tracking.PLANNED_JOBS: "3"}).info.run_id
+    b = client.create_run(exp, tags={tracking.ROLE: "sweep", tracking.PLANNED_JOBS: "4"}).info.run_id
     reused = first[0]["cell"]["id"]
     client.set_tag(b, f"{tracking.PLAN}{reused}", "ruler_niah_single|smollm2|snapkv@0.5")
     client.set_tag(
         b, f"{tracking.REUSED}{reused}", _cell_run(client, exp, a, "ruler_niah_single|smollm2|snapkv@0.5")
     )
-    for ratio, status in ((0.5, "FINISHED"), (0.25, "FAILED")):
-        records = cell_records(grid, "ruler_niah_single", "smollm2", "tova", ratio)
-        name = f"ruler_niah_single|smollm2|tova@{ratio}"
+    for press, ratio, status, logged in (
+        ("snapkv", 0.25, "FINISHED", None),
+        ("tova", 0.5, "FINISHED", {"n_records": 3, "n_cw": 99}),
+        ("tova", 0.25, "FAILED", None),
+    ):
+        records = cell_records(grid, "ruler_niah_single", "smollm2", press, ratio)
+        name = f"ruler_niah_single|smollm2|{press}@{ratio}"
         client.set_tag(b, f"{tracking.PLAN}{records[0]['cell']['id']}", name)
-        log_cell(client, exp, name, records, b, status, {"n_records": 3, "n_cw": 99})
+        log_cell(client, exp, name, records, b, status, logged)
     client.set_terminated(b, "FINISHED")
     return uri
 
@@ -113,10 +115,12 @@ def test_an_exported_store_with_a_reused_cell_validates_as_the_store(tmp_path, b
     """Export, then import: the same tables and the same problems, located alike (the run, the sweep)."""
     uri = _reusing_store(tmp_path, blank_store)
     store = analyse(MlflowSource(uri, ["kvx"]), replace(FAST, export=tmp_path / "r"))
+    exported = analyse(DirectorySource([tmp_path / "r"]), FAST)
+    expected = [[p.message for p in r.problems if p.check == "expected_cells"] for r in (store, exported)]
+    assert expected[1] == expected[0]  # no snapkv@0.5 missing from B: the export knows B reused it
+    assert [p.as_dict() for p in exported.problems] == [p.as_dict() for p in store.problems]
     checks = sorted(p.check for p in store.problems)
     assert checks == ["counts", "expected_cells", "expected_cells", "unfinished_run"]  # B's tova@0.25, both
-    exported = analyse(DirectorySource([tmp_path / "r"]), FAST)
-    assert [p.as_dict() for p in exported.problems] == [p.as_dict() for p in store.problems]
     assert exported.tables.keys() == store.tables.keys()
     for name, table in store.tables.items():
         pd.testing.assert_frame_equal(exported.tables[name], table, obj=name)
@@ -126,10 +130,14 @@ def test_an_exported_store_with_a_reused_cell_validates_as_the_store(tmp_path, b
 def test_an_export_without_its_manifest_is_read_folder_by_folder(tmp_path, blank_store) -> None:
     """Without the manifest (an export by an earlier kvx) the records and both ledgers are read as
     before, each folder a sweep checked by the product of its axes; what only the store knew (plans,
-    reuse, logged counts, unfinished runs) is not there to check."""
+    reuse, logged counts, unfinished runs) is not there to check by."""
     uri = _reusing_store(tmp_path, blank_store)
     store = analyse(MlflowSource(uri, ["kvx"]), replace(FAST, export=tmp_path / "r"))
     (tmp_path / "r" / sources.MANIFEST).unlink()
     exported = analyse(DirectorySource([tmp_path / "r"]), FAST)
-    assert exported.problems == [] and exported.n_rows == store.n_rows
+    assert exported.n_rows == store.n_rows
+    assert [p.message for p in exported.problems] == [  # B's folder lacks the cell B reused
+        f"cell ruler_niah_single x smollm2 x seed 0 x {cell} is missing"
+        for cell in ("snapkv@0.5", "tova@0.25")
+    ]
     pd.testing.assert_frame_equal(exported.tables["matrix"], store.tables["matrix"])
