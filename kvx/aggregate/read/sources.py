@@ -383,6 +383,7 @@ class DirectorySource(Source):
         self.roots = roots  # where release tables written next to imported records are looked for
         self.files: list[Path] = []
         self.exported: dict[Path, dict[str, Any]] = {}  # file -> its entry in its directory's MANIFEST
+        self.manifests: list[Path] = []  # exported stores read: one that held no finished cell has no files
         skipped: list[str] = []
         for root in roots:
             if root.is_file():
@@ -401,7 +402,7 @@ class DirectorySource(Source):
             named = ", ".join(skipped[:5]) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
             files = "file that is" if len(skipped) == 1 else "files that are"
             self.notes.append(f"skipped {len(skipped)} {files} not records: {named}")
-        if not self.files:
+        if not self.files and not self.manifests:
             raise FileNotFoundError(
                 f"--records {', '.join(map(str, roots))}: no record files (.jsonl, .jsonl.gz or .json)"
             )
@@ -425,6 +426,7 @@ class DirectorySource(Source):
             self.problems.append(Problem("parse", "error", str(manifest), "", f"unreadable manifest: {exc}"))
             return []
         self.learn(known)
+        self.manifests.append(manifest)
         here, listed = set(found), []
         for entry in known.get("files", []):
             path = root / entry["path"]
