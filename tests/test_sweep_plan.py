@@ -141,3 +141,15 @@ def test_an_export_without_its_manifest_is_read_folder_by_folder(tmp_path, blank
         for cell in ("snapkv@0.5", "tova@0.25")
     ]
     pd.testing.assert_frame_equal(exported.tables["matrix"], store.tables["matrix"])
+
+
+def test_a_cell_run_the_store_cannot_read_is_reported_by_its_export_too(tmp_path, blank_store) -> None:
+    uri, client, exp = _store(tmp_path, blank_store)
+    sweep = log_sweep(uri, Grid(compressors=("snapkv",), ratios=(0.5,), n_sources=2))
+    run = client.get_run(_cell_run(client, exp, sweep, "ruler_niah_single|smollm2|snapkv@0.5"))
+    artifacts = Path(run.info.artifact_uri.removeprefix("file://"))
+    (artifacts / "records.jsonl").write_bytes(b'{"key": "\xff"}\n')  # not UTF-8
+    store = analyse(MlflowSource(uri, ["kvx"]), replace(FAST, export=tmp_path / "r"))
+    exported = analyse(DirectorySource([tmp_path / "r"]), FAST)
+    assert [p.as_dict() for p in exported.problems] == [p.as_dict() for p in store.problems]
+    assert [(p.check, p.run) for p in store.problems][:1] == [("parse", run.info.run_id)]

@@ -113,35 +113,41 @@ class Export:
 
     def write(self, batch: Batch) -> None:
         """The batch's lines as they were read (so problems keep their line numbers), into its sweep's
-        folder; a file read in parts is written part after part."""
-        entry = self.files.get(batch.origin)
+        folder; a file read in parts is written part after part. A file that cannot be read is listed
+        as unreadable, so reading the export reports it as reading the source did."""
+        unreadable = None
         try:
             lines = batch.read()
-        except (OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:  # read back as unreadable
-            if entry is None:
-                self.files[batch.origin] = self._entry(batch, None) | {"unreadable": str(exc)}
-            return
+        except (OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:
+            lines, unreadable = [], str(exc)
         except ValueError:  # not records, or a .json that is not JSON: validation says so
             return
+        entry = self.files.get(batch.origin)
         if entry is None:
-            folder = Path(Path(batch.sweep).name or "no-sweep")
-            name = (
-                f"{batch.split}{CONTROL_SUFFIX}"
-                if batch.kind == "controls"
-                else f"{stem(Path(batch.origin))}.jsonl"
-            )
-            path = (folder / name).as_posix()
-            if path in self.taken:  # a control group's second ledger: beside the first, named by its run
-                path = (folder / stem(Path(batch.origin)) / name).as_posix()
-            self.taken.add(path)
-            entry = self.files[batch.origin] = self._entry(batch, path)
+            entry = self.files[batch.origin] = self._entry(batch, self._path(batch))
+            if unreadable is not None:
+                entry["unreadable"] = unreadable
+        if unreadable is not None:
+            return
         target = self.root / entry["path"]
         target.parent.mkdir(parents=True, exist_ok=True)
         with target.open("a" if batch.part else "w", encoding="utf-8", newline="") as fh:
             fh.write("\n".join(lines))
 
+    def _path(self, batch: Batch) -> str:
+        """``<sweep>/<run>.jsonl`` or ``<sweep>/<split>.controls.jsonl``; a name already taken (a
+        control group's second ledger) goes into a folder named by its run."""
+        folder = Path(Path(batch.sweep).name or "no-sweep")
+        kind = batch.kind == "controls"
+        name = f"{batch.split}{CONTROL_SUFFIX}" if kind else f"{stem(Path(batch.origin))}.jsonl"
+        path = (folder / name).as_posix()
+        if path in self.taken:
+            path = (folder / stem(Path(batch.origin)) / name).as_posix()
+        self.taken.add(path)
+        return path
+
     @staticmethod
-    def _entry(batch: Batch, path: str | None) -> dict[str, Any]:
+    def _entry(batch: Batch, path: str) -> dict[str, Any]:
         entry = {"path": path, "origin": batch.origin, "sweep": batch.sweep, "kind": batch.kind}
         return entry | {"split": batch.split, "logged": batch.logged}
 
