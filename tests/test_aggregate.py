@@ -358,9 +358,8 @@ def test_mlflow_and_exported_directory_give_identical_tables(tmp_path: Path) -> 
     assert main(["--records", str(tmp_path / "r"), "--out", str(tmp_path / "b"), "--no-log", *common]) == 0
     csvs = sorted(p.name for p in (tmp_path / "a").glob("*.csv"))
     assert "matrix.csv" in csvs and "audit_panel.csv" in csvs
-    for name in csvs:
-        if name != "problems.csv":  # problems name the run or file they come from
-            assert (tmp_path / "a" / name).read_text() == (tmp_path / "b" / name).read_text(), name
+    for name in csvs:  # problems too: the export names each file's run and sweep (kvx-export.json)
+        assert (tmp_path / "a" / name).read_text() == (tmp_path / "b" / name).read_text(), name
     assert (tmp_path / "a" / "report.html").stat().st_size > 1000
     matrix = pd.read_csv(tmp_path / "a" / "matrix.csv")
     assert len(matrix[matrix.compressor != "FullCache"]) == 3 * 3 * 2

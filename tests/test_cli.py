@@ -14,7 +14,7 @@ from pathlib import Path
 
 import prestarted
 import pytest
-from helpers import SOLO_LEASE
+from helpers import SOLO_LEASE, aggregate_strict
 from mlflow.tracking import MlflowClient
 
 pytestmark = pytest.mark.slow
@@ -153,6 +153,7 @@ def test_interrupted_grouped_sweep_resumes_without_duplicates(tmp_path, blank_st
     assert len({r.data.tags["kvx.config_hash"] for r in cells}) == 4
     assert {r.info.run_id for r in finished_before} <= {r.info.run_id for r in cells}
     assert (resumed.stdout + resumed.stderr).count("skip ") == len(finished_before)
+    assert "0 errors and 0 warnings" in aggregate_strict(tmp_path)  # the resumed sweep's plan: all 4 cells
 
 
 def test_a_sweep_killed_mid_source_loop_resumes_at_the_sources_it_reached(tmp_path, blank_store):

@@ -30,4 +30,5 @@ def test_preset_runs_grouped_jobs(tmp_path, blank_store, preset, plugin):
     check_exactly_once(tmp_path, cells=4, sources=2)
     (sweep,) = ledger(tmp_path)["sweep"]
     assert sweep.data.tags["kvx.planned_jobs"] == "4"  # 2 jobs x 2 cells each
+    assert sum(tag.startswith("kvx.plan.") for tag in sweep.data.tags) == 4  # each job's cells, its plan
     assert "0 errors and 0 warnings" in aggregate_strict(tmp_path)

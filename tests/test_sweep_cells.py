@@ -103,3 +103,36 @@ def test_a_qualified_name_is_the_same_cell_and_is_reused(tmp_path, blank_store):
     matrix, problems = aggregate(tmp_path, "--sweep", "latest")  # the reusing sweep alone is complete too
     assert problems.empty, problems.to_string()
     assert len(compressed(matrix)) == 2
+
+
+def test_single_runs_plan_their_own_cells_and_a_sweep_its_jobs(tmp_path, blank_store):
+    """Issue 39: ``python -m kvx``, then ``python -m kvx task=ruler_niah_multikey press=pyramidkv seed=1``
+    aggregate clean under ``--strict`` (no cell crossed from the other's settings). A sweep that reuses
+    the first cell and loses the run of its other planned cell is reported for that cell, and its export
+    validates as the store (the reused cell is not missing there)."""
+    blank_store(tmp_path)
+    tiny = [a for a in TINY if not a.startswith("context_tokens=")] + [
+        "context_tokens=500"
+    ]  # multikey's least
+
+    def run(*args: str) -> None:
+        done = prestarted.run("kvx", [*args, *tiny], tmp_path, _env())
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    run()
+    run("task=ruler_niah_multikey", "press=pyramidkv", "seed=1")
+    strict = ["--no-plots", "--no-log", "--strict", "--out", str(tmp_path / "agg")]
+    done = prestarted.run("kvx.aggregate", strict, tmp_path, _env())
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run("-m", "press=snapkv,pyramidkv")  # snapkv@0.5 of ruler_niah_single is the first run's: reused
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
+    lost = next(r for r in cell_runs(tmp_path) if r.data.tags.get("mlflow.parentRunId"))
+    assert lost.info.run_name == "ruler_niah_single|tiny|pyramidkv@0.5|seed=0"
+    client.delete_run(lost.info.run_id)
+    _, problems = aggregate(tmp_path, "--export-records", str(tmp_path / "records"))
+    assert list(problems["message"]) == [
+        "the sweep planned 2 jobs; 1 finished cell runs were found",
+        f"cell {lost.info.run_name} is missing",
+    ]
+    _, exported = aggregate(tmp_path, "--records", str(tmp_path / "records"))
+    pd.testing.assert_frame_equal(exported, problems)

@@ -329,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
             result = analyse(source, options)
         else:
             result = analyse(source, options, on_table=drawer.add, while_reading=drawer.start)
-        if args.records and result.n_records == 0:
+        exported = isinstance(source, DirectorySource) and source.manifests  # a store export may hold none
+        if args.records and result.n_records == 0 and not exported:
             print(f"kvx.aggregate: --records holds no records ({'; '.join(source.notes)})", file=sys.stderr)
             return 2
     from kvx.aggregate.publish.write import publish

@@ -7,10 +7,12 @@ directory give identical numbers (the seeded resampling sees the same order).
 
 from __future__ import annotations
 
+import json
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from tqdm.auto import tqdm
@@ -47,7 +49,7 @@ from kvx.aggregate.read.cells import label_cells, with_varying
 from kvx.aggregate.read.problems import Problem
 from kvx.aggregate.read.release_tables import release_tables
 from kvx.aggregate.read.rows import with_ids
-from kvx.aggregate.read.sources import CONTROL_SUFFIX, Batch, Source, stem
+from kvx.aggregate.read.sources import CONTROL_SUFFIX, MANIFEST, Batch, Source, stem
 from kvx.aggregate.read.validation import Validated, cross_check, validate_batch
 from kvx.aggregate.workers import cpus, forked, imap
 
@@ -93,25 +95,67 @@ class Result:
     n_rows: int
 
 
-def _export(batch: Batch, root: Path) -> None:
-    try:
-        lines = batch.read()
-    except (ValueError, OSError, EOFError, zlib.error):  # not records, or unreadable: validation says so
-        return
-    folder = root / (Path(batch.sweep).name or "no-sweep")
-    folder.mkdir(parents=True, exist_ok=True)
-    name = (
-        f"{batch.split}{CONTROL_SUFFIX}" if batch.kind == "controls" else f"{stem(Path(batch.origin))}.jsonl"
-    )
-    with (folder / name).open("a" if batch.part else "w", encoding="utf-8") as fh:  # a file's later parts
-        fh.write("".join(line + "\n" for line in lines if line.strip()))
+class Export:
+    """``--export-records``: every batch as a record directory, and what the source knew beyond its
+    records in ``MANIFEST`` (each file's run, sweep, logged metrics and control group in reading order,
+    the sweeps' plans, reused cells, finished counts, problems of listing the store), so aggregating
+    the directory gives the same rows and the same problems as reading the source."""
 
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.files: dict[str, dict[str, Any]] = {}  # origin -> its manifest entry, in reading order
+        self.taken: set[str] = set()
 
-def _exported(batches: Iterable[Batch], root: Path | None) -> Iterator[Batch]:
-    for batch in batches:
-        if root is not None:
-            _export(batch, root)
-        yield batch
+    def batches(self, batches: Iterable[Batch]) -> Iterator[Batch]:
+        for batch in batches:
+            self.write(batch)
+            yield batch
+
+    def write(self, batch: Batch) -> None:
+        """The batch's lines as they were read (so problems keep their line numbers), into its sweep's
+        folder; a file read in parts is written part after part. A file that cannot be read is listed
+        as unreadable, so reading the export reports it as reading the source did."""
+        unreadable = None
+        try:
+            lines = batch.read()
+        except (OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:
+            lines, unreadable = [], str(exc)
+        except ValueError:  # not records, or a .json that is not JSON: validation says so
+            return
+        entry = self.files.get(batch.origin)
+        if entry is None:
+            entry = self.files[batch.origin] = self._entry(batch, self._path(batch))
+            if unreadable is not None:
+                entry["unreadable"] = unreadable
+        if unreadable is not None:
+            return
+        target = self.root / entry["path"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open("a" if batch.part else "w", encoding="utf-8", newline="") as fh:
+            fh.write("\n".join(lines))
+
+    def _path(self, batch: Batch) -> str:
+        """``<sweep>/<run>.jsonl`` or ``<sweep>/<split>.controls.jsonl``; a name already taken (a
+        control group's second ledger) goes into a folder named by its run."""
+        folder = Path(Path(batch.sweep).name or "no-sweep")
+        kind = batch.kind == "controls"
+        name = f"{batch.split}{CONTROL_SUFFIX}" if kind else f"{stem(Path(batch.origin))}.jsonl"
+        path = (folder / name).as_posix()
+        if path in self.taken:
+            path = (folder / stem(Path(batch.origin)) / name).as_posix()
+        self.taken.add(path)
+        return path
+
+    @staticmethod
+    def _entry(batch: Batch, path: str) -> dict[str, Any]:
+        entry = {"path": path, "origin": batch.origin, "sweep": batch.sweep, "kind": batch.kind}
+        return entry | {"split": batch.split, "logged": batch.logged}
+
+    def finish(self, source: Source) -> None:
+        """Write ``MANIFEST``, once the source has been read to its end (its problems are all known)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        manifest = {"format": 1, "files": list(self.files.values()), **source.knowledge()}
+        (self.root / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
 
 
 def audit_controls(options: Options) -> AuditControls:
@@ -143,6 +187,35 @@ def audit_tables(
     return tables, audited.problems + found
 
 
+def validate(
+    source: Source, options: Options, while_reading: Callable[[], object] | None = None
+) -> tuple[pd.DataFrame, Validated, list[str]]:
+    """Every batch validated (in ``options.workers`` processes, exported as read when asked), then the
+    checks across records: the rows the analyses may use, in record-key order, what validation kept,
+    and the identity fields that vary between the cells (``label_cells``)."""
+    validated = Validated()
+    export = None if options.export is None else Export(options.export)
+    batches = source.batches() if export is None else export.batches(source.batches())
+    workers = min(options.workers or cpus(), max(len(source), 1))
+    parts = imap(validate_batch, batches, workers)
+    for part in tqdm(parts, total=len(source), desc="records", disable=not options.progress, leave=False):
+        validated.merge(part)
+        if while_reading is not None:
+            while_reading()
+            while_reading = None
+    if export is not None:
+        export.finish(source)
+    validated.problems.extend(source.problems)
+    source.notes.extend(validated.notes)
+    rows = validated.frame()
+    keys: list[str] = []
+    if not rows.empty:
+        rows = rows.sort_values("key", kind="stable").reset_index(drop=True)
+        rows, keys = label_cells(rows, validated.cells)
+        rows = with_ids(rows)
+    return cross_check(rows, validated, source), validated, keys
+
+
 def analyse(
     source: Source,
     options: Options,
@@ -152,26 +225,7 @@ def analyse(
     """Validate every batch (in ``options.workers`` processes), then analyse; ``on_table`` is told of each
     table as soon as it exists, so its figures can be drawn while the next tables are computed, and
     ``while_reading`` runs once the workers are reading (work that can overlap them)."""
-    validated = Validated()
-    batches = _exported(source.batches(), options.export)
-    workers = min(options.workers or cpus(), max(len(source), 1))
-    parts = imap(validate_batch, batches, workers)
-    for part in tqdm(parts, total=len(source), desc="records", disable=not options.progress, leave=False):
-        validated.merge(part)
-        if while_reading is not None:
-            while_reading()
-            while_reading = None
-    validated.problems.extend(source.problems)
-    source.notes.extend(validated.notes)
-    rows = validated.frame()
-    keys: list[str] = []
-    if not rows.empty:
-        rows = rows.sort_values("key", kind="stable").reset_index(drop=True)
-        rows, keys = label_cells(rows, validated.cells)
-        rows = with_ids(rows)
-    rows = cross_check(
-        rows, validated, source.planned, source.finished_cells, source.reused, set(source.superseded)
-    )
+    rows, validated, keys = validate(source, options, while_reading)
     metrics = validated.metrics()
     tables: dict[str, pd.DataFrame] = {}
 

@@ -190,6 +190,8 @@ def _open(
     client, exp_id = tracking.ensure_experiment(cfg)
     reader_label = reader_cfg.label(names["reader"])
     name = f"{cell.task_name}|{reader_label}|{cell.label()}|seed={cell.seed}"
+    if parent:  # the sweep's plan: the aggregate expects exactly the cells its jobs are, never more
+        client.set_tag(parent, f"{tracking.PLAN}{identity.id}", name[:5000])
     done = tracking.finished_run_with(client, exp_id, tracking.CELL_ID, identity.id)
     stale = None
     if done is not None and cfg.force:

@@ -17,6 +17,7 @@ CELL_ID = "kvx.cell_id"
 DIAGNOSTICS = "kvx.diagnostics"
 JUDGE = "kvx.judge"  # the judge a cell's answers were judged by (name and fields set away from defaults)
 REUSED = "kvx.reused."  # + cell id, on a sweep run: a job of the sweep reused that finished cell run
+PLAN = "kvx.plan."  # + cell id, on a sweep run: a job of the sweep is that cell (the value names it)
 ROLE = "kvx.role"
 CONTROL_KEY = "kvx.control_key"
 PLANNED_JOBS = "kvx.planned_jobs"

@@ -34,6 +34,7 @@ from kvx.stores.tags import (  # noqa: F401 - the tag names, re-exported where r
     GRID,
     JUDGE,
     MLFLOW_PARENT,
+    PLAN,
     PLANNED_JOBS,
     REUSED,
     ROLE,

@@ -316,9 +316,48 @@ def write_records(root: Path, grid: Grid, compresslevel: int = 1, schema1: bool 
     return written
 
 
-def log_sweep(uri: str, grid: Grid, experiment: str = "kvx") -> str:
-    """Write the grid into an MLflow store like a ``python -m kvx -m`` sweep; returns the sweep id."""
+def log_cell(
+    client: Any,
+    exp_id: str,
+    name: str,
+    records: list[dict],
+    sweep: str | None = None,
+    status: str = "FINISHED",
+    metrics: dict[str, float] | None = None,
+) -> str:
+    """One cell run as ``python -m kvx`` logs it (its sweep's plan tag first, when it has a sweep): the
+    records, the counts they give (or ``metrics``), ended ``status``; returns its id."""
     from mlflow.entities import Metric
+
+    tags = {
+        tracking.ROLE: "cell",
+        tracking.CELL_ID: records[0]["cell"]["id"],
+        tracking.CONFIG_HASH: records[0]["config_hash"],
+    }
+    if sweep is not None:
+        tags[tracking.MLFLOW_PARENT] = sweep
+    run_id = client.create_run(exp_id, run_name=name, tags=tags).info.run_id
+    logged = cell_metrics(records) if metrics is None else metrics
+    client.log_batch(run_id, metrics=[Metric(k, float(v), 0, 0) for k, v in logged.items()])
+    client.log_text(run_id, dumps(records), "records.jsonl")
+    client.set_terminated(run_id, status)
+    return run_id
+
+
+def log_controls(client: Any, exp_id: str, name: str, records: list[dict], sweep: str | None = None) -> str:
+    """A control group's FullCache ledger run, from its records' answers; returns its id."""
+    tags = {tracking.ROLE: "control", tracking.CONTROL_KEY: records[0]["split"]}
+    if sweep is not None:
+        tags[tracking.MLFLOW_PARENT] = sweep
+    run_id = client.create_run(exp_id, run_name=name, tags=tags).info.run_id
+    client.log_text(run_id, dumps(controls(records)), "controls.jsonl")
+    client.set_terminated(run_id, "FINISHED")
+    return run_id
+
+
+def log_sweep(uri: str, grid: Grid, experiment: str = "kvx", plan: bool = True) -> str:
+    """Write the grid into an MLflow store like a ``python -m kvx -m`` sweep; returns the sweep id.
+    ``plan=False``: as an earlier kvx logged it, without the cells its jobs are (``kvx.plan.*``)."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)
@@ -329,24 +368,12 @@ def log_sweep(uri: str, grid: Grid, experiment: str = "kvx") -> str:
     sweep = client.create_run(exp_id, run_name="sweep synthetic", tags=tags).info.run_id
     logged: set[str] = set()
     for (task, reader, compressor, ratio), records in cells(grid):
-        tags = {
-            tracking.ROLE: "cell",
-            tracking.CONFIG_HASH: records[0]["config_hash"],
-            tracking.MLFLOW_PARENT: sweep,
-        }
-        run_id = client.create_run(
-            exp_id, run_name=f"{task}|{reader}|{compressor}@{ratio}", tags=tags
-        ).info.run_id
-        metrics = [Metric(k, float(v), 0, 0) for k, v in cell_metrics(records).items()]
-        client.log_batch(run_id, metrics=metrics)
-        client.log_text(run_id, dumps(records), "records.jsonl")
-        client.set_terminated(run_id, "FINISHED")
-        split = records[0]["split"]
-        if split not in logged:
-            logged.add(split)
-            tags = {tracking.ROLE: "control", tracking.CONTROL_KEY: split, tracking.MLFLOW_PARENT: sweep}
-            control = client.create_run(exp_id, run_name=f"{task}|{reader}|FullCache", tags=tags).info.run_id
-            client.log_text(control, dumps(controls(records)), "controls.jsonl")
-            client.set_terminated(control, "FINISHED")
+        name = f"{task}|{reader}|{compressor}@{ratio}"
+        if plan:
+            client.set_tag(sweep, f"{tracking.PLAN}{records[0]['cell']['id']}", name)
+        log_cell(client, exp_id, name, records, sweep)
+        if records[0]["split"] not in logged:
+            logged.add(records[0]["split"])
+            log_controls(client, exp_id, f"{task}|{reader}|FullCache", records, sweep)
     client.set_terminated(sweep, "FINISHED")
     return sweep

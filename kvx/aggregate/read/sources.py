@@ -23,9 +23,11 @@ from urllib.request import url2pathname
 
 from kvx.aggregate.read import cache, sqlite_runs
 from kvx.aggregate.read.problems import Problem
-from kvx.stores.tags import CONTROL_KEY, GRID, MLFLOW_PARENT, PLANNED_JOBS, REUSED, ROLE
+from kvx.stores.tags import CONTROL_KEY, GRID, MLFLOW_PARENT, PLAN, PLANNED_JOBS, REUSED, ROLE
 
 CONTROL_SUFFIX = ".controls.jsonl"
+#: what ``--export-records`` writes beside the records: what the store knew of them (``exported``)
+MANIFEST = "kvx-export.json"
 _CONTROL_STEM = ".controls"  # <split>.controls.jsonl or <split>.controls.jsonl.gz
 #: uncompressed bytes of one part of a large record file: a release's task file (~107 MB, 26,400
 #: records) is read as 7 batches, spread over every worker instead of keeping one busy for all of it
@@ -62,9 +64,16 @@ class Batch:
         assert self.path is not None
         if self.parts == 1:
             return Batch(
-                self.origin, self.sweep, self.kind, split=self.split, path=self.path, store=self.cached
+                self.origin,
+                self.sweep,
+                self.kind,
+                logged=self.logged,
+                split=self.split,
+                path=self.path,
+                store=self.cached,
             )
-        part = next(b for b in _part_batches(self.path, self.parts) if b.part == self.part)
+        parts = _part_batches(self.path, self.parts, self.origin, self.sweep)
+        part = next(b for b in parts if b.part == self.part)
         part.store = self.cached if part.unreadable is None else None
         return part
 
@@ -106,6 +115,9 @@ class Source:
     reused: dict[str, set[str]] = field(default_factory=dict)
     #: unfinished sweep id -> the later sweep of the same grid that finished it
     superseded: dict[str, str] = field(default_factory=dict)
+    #: sweep id -> the cells its jobs are (cell id -> run name): what the sweep expects, exactly; a sweep
+    #: an earlier kvx logged has none, and validation falls back to the product of its observed axes
+    plans: dict[str, dict[str, str]] = field(default_factory=dict)
     #: what was read differently from what was asked, not wrong: files skipped as not records
     notes: list[str] = field(default_factory=list)
 
@@ -114,6 +126,31 @@ class Source:
 
     def __len__(self) -> int:
         raise NotImplementedError
+
+    def knowledge(self) -> dict[str, Any]:
+        """What reading found beyond the records, as JSON: ``--export-records`` keeps it in ``MANIFEST``
+        so that reading the export validates exactly as reading this source did (``learn``)."""
+        return {
+            "problems": [p.as_dict() for p in self.problems],
+            "planned": self.planned,
+            "finished_cells": self.finished_cells,
+            "reused": {sweep: sorted(cells) for sweep, cells in self.reused.items()},
+            "superseded": self.superseded,
+            "plans": self.plans,
+        }
+
+    def learn(self, known: dict[str, Any]) -> None:
+        """Take on what an exported source knew (``knowledge``)."""
+        self.problems += [Problem(**p) for p in known.get("problems", [])]
+        self.planned.update(known.get("planned", {}))
+        self.finished_cells.update(known.get("finished_cells", {}))
+        for sweep, cells in known.get("reused", {}).items():
+            self.reused.setdefault(sweep, set()).update(cells)
+        self.superseded.update(known.get("superseded", {}))
+        for sweep, plan in known.get("plans", {}).items():
+            self.plans.setdefault(sweep, {}).update(plan)
+        for sweep, by in known.get("superseded", {}).items():
+            self.description[f"superseded {sweep}"] = f"resumed and finished by sweep {by}"
 
 
 def superseded(sweeps: Iterable[Any]) -> dict[str, str]:
@@ -191,6 +228,9 @@ class MlflowSource(Source):
             if tags:
                 self.reused[run_id] = set(tags)
                 reused_runs.update(tags.values())
+            plan = {k.removeprefix(PLAN): v for k, v in run.data.tags.items() if k.startswith(PLAN)}
+            if plan:
+                self.plans[run_id] = plan
         self.cells = []
         for run in by_role.get("cell", []):
             if not selected(run) and run.info.run_id not in reused_runs:
@@ -329,6 +369,11 @@ class DirectorySource(Source):
     control ledgers. Anything else under the directories (a manifest, a README, a JSON file that holds
     no records) is skipped with a note, never parsed as records.
 
+    A directory ``--export-records`` wrote holds ``MANIFEST``: each file's run, sweep, logged metrics and
+    control group in the order the store read them, and what the store knew beyond its records (plans,
+    reused cells, superseded sweeps, finished counts, problems of listing it), so it validates as the
+    store did. Without one (an earlier kvx's export, records from elsewhere) a file's folder is its sweep.
+
     A record file larger than ``part_bytes`` (uncompressed; default ``PART_BYTES``) is read here in
     parts that end at a line end, one batch each, so its records are validated by every worker at
     once; the batches' rows are the file's, in its order, whatever the parts. With a ``cache`` folder,
@@ -338,16 +383,19 @@ class DirectorySource(Source):
         super().__init__({"records": ", ".join(str(r) for r in roots)})
         self.roots = roots  # where release tables written next to imported records are looked for
         self.files: list[Path] = []
+        self.exported: dict[Path, dict[str, Any]] = {}  # file -> its entry in its directory's MANIFEST
+        self.manifests: list[Path] = []  # exported stores read: one that held no finished cell has no files
         skipped: list[str] = []
         for root in roots:
             if root.is_file():
                 found = [root]
             elif root.is_dir():
-                found = sorted(p for p in root.rglob("*") if p.is_file())
+                found = sorted(p for p in root.rglob("*") if p.is_file() and p != root / MANIFEST)
+                found = self._listed(root, found) + found
             else:
                 raise FileNotFoundError(f"--records {root}: no such directory or file")
-            for path in found:
-                if _record_file(path):
+            for path in dict.fromkeys(found):
+                if path in self.exported or _record_file(path):
                     self.files.append(path)
                 elif not path.name.startswith("."):
                     skipped.append(str(path.relative_to(root)) if path != root else str(path))
@@ -355,14 +403,41 @@ class DirectorySource(Source):
             named = ", ".join(skipped[:5]) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
             files = "file that is" if len(skipped) == 1 else "files that are"
             self.notes.append(f"skipped {len(skipped)} {files} not records: {named}")
-        if not self.files:
+        if not self.files and not self.manifests:
             raise FileNotFoundError(
                 f"--records {', '.join(map(str, roots))}: no record files (.jsonl, .jsonl.gz or .json)"
             )
         self.sweeps = sorted({str(r) for r in roots})
         size = PART_BYTES if part_bytes is None else part_bytes
-        self.parts = {path: _parts(path, size) for path in self.files}
+        # a run's records are one batch, as read from its store: its logged counts regenerate from all
+        self.parts = {
+            path: 1 if self.exported.get(path, {}).get("logged") is not None else _parts(path, size)
+            for path in self.files
+        }
         self.cache = cache
+
+    def _listed(self, root: Path, found: list[Path]) -> list[Path]:
+        """The files ``root``'s MANIFEST lists, in its order, with what the store knew taken on."""
+        manifest = root / MANIFEST
+        if not manifest.is_file():
+            return []
+        try:
+            known = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            self.problems.append(Problem("parse", "error", str(manifest), "", f"unreadable manifest: {exc}"))
+            return []
+        self.learn(known)
+        self.manifests.append(manifest)
+        here, listed = set(found), []
+        for entry in known.get("files", []):
+            path = root / entry["path"]
+            if path in here or "unreadable" in entry:
+                self.exported[path] = entry
+                listed.append(path)
+            else:
+                message = f"{entry['path']} is listed in {MANIFEST} but missing: its records are not read"
+                self.problems.append(Problem("missing_artifact", "error", entry["origin"], "", message))
+        return listed
 
     def __len__(self) -> int:
         return sum(self.parts.values())
@@ -370,22 +445,37 @@ class DirectorySource(Source):
     def batches(self) -> Iterator[Batch]:
         for path in self.files:
             name = stem(path)
-            kind = "controls" if name.endswith(_CONTROL_STEM) else "records"
-            split = name.removesuffix(_CONTROL_STEM) if kind == "controls" else None
-            parts, origin, sweep = self.parts[path], str(path), str(path.parent)
+            entry = self.exported.get(path, {})
+            kind = entry.get("kind") or ("controls" if name.endswith(_CONTROL_STEM) else "records")
+            split = entry.get("split", name.removesuffix(_CONTROL_STEM) if kind == "controls" else None)
+            origin, sweep = entry.get("origin", str(path)), entry.get("sweep", str(path.parent))
+            logged, parts = entry.get("logged"), self.parts[path]
+            if "unreadable" in entry:  # the store could not read it either: validation says so again
+                yield Batch(origin, sweep, kind, split=split, unreadable=entry["unreadable"])
+                continue
             kept = (
-                None if self.cache is None else cache.entries(self.cache, path, parts, [origin, sweep, kind])
+                None
+                if self.cache is None
+                else cache.entries(self.cache, path, parts, [origin, sweep, kind, split, logged])
             )
-            if kept is not None and all(entry.exists() for entry in kept):
-                for part, entry in enumerate(kept):
+            if kept is not None and all(done.exists() for done in kept):
+                for part, done in enumerate(kept):
                     yield Batch(
-                        origin, sweep, kind, split=split, path=path, part=part, parts=parts, cached=entry
+                        origin,
+                        sweep,
+                        kind,
+                        logged=logged,
+                        split=split,
+                        path=path,
+                        part=part,
+                        parts=parts,
+                        cached=done,
                     )
                 continue
             read = (
-                [Batch(origin, sweep, kind, split=split, path=path)]
+                [Batch(origin, sweep, kind, logged=logged, split=split, path=path)]
                 if parts == 1
-                else _part_batches(path, parts)
+                else _part_batches(path, parts, origin, sweep)
             )
             for batch in read:
                 if kept is not None and batch.unreadable is None:
@@ -422,14 +512,13 @@ def _parts(path: Path, part_bytes: int) -> int:
     return math.ceil(size / part_bytes) if _looks_like_records([first]) else 1
 
 
-def _part_batches(path: Path, parts: int) -> Iterator[Batch]:
+def _part_batches(path: Path, parts: int, origin: str, sweep: str) -> Iterator[Batch]:
     """``parts`` batches of whole lines of one record file: part ``i`` ends at the first line end at or
     after byte ``(i + 1) * size / parts``. A file that cannot be read to its end yields one last batch
     that reports why, as for a file read whole (the records of the parts already read stay, located)."""
     size = _uncompressed_size(path)
     target = math.ceil(size / parts)
     first_line, read = 1, 0
-    origin, sweep = str(path), str(path.parent)
     try:
         with _open_binary(path) as fh:
             for part in range(parts):

@@ -28,7 +28,7 @@ import pandas as pd
 from kvx.aggregate.read import cache
 from kvx.aggregate.read.problems import Problem
 from kvx.aggregate.read.rows import Metric, declared_metrics, project
-from kvx.aggregate.read.sources import Batch, NotRecords
+from kvx.aggregate.read.sources import Batch, NotRecords, Source
 from kvx.core.records import (
     METRIC_PREFIXES,
     SCHEMA_VERSION,
@@ -378,15 +378,9 @@ def _check_metric_means(counts: dict[str, float], logged: dict[str, float]) -> l
     return found
 
 
-def cross_check(
-    rows: pd.DataFrame,
-    out: Validated,
-    planned: dict[str, int],
-    finished: dict[str, int],
-    reused: dict[str, set[str]] | None = None,
-    superseded: set[str] | None = None,
-) -> pd.DataFrame:
-    """Checks across records; returns the rows the analysis may use."""
+def cross_check(rows: pd.DataFrame, out: Validated, source: Source) -> pd.DataFrame:
+    """Checks across records, against what ``source`` knows of its sweeps; returns the rows the
+    analysis may use."""
     problems = out.problems
     for diag, value in sorted(out.conflicts):
         problems.append(
@@ -408,7 +402,8 @@ def cross_check(
             f"unknown in them, never filled: {', '.join(unknown) or 'nothing'}"
         )
         problems.append(Problem("schema_version", "warning", "", "", message))
-    for sweep, n in planned.items():
+    finished = source.finished_cells
+    for sweep, n in source.planned.items():
         if finished.get(sweep, 0) < n:
             problems.append(
                 Problem(
@@ -423,7 +418,7 @@ def cross_check(
         return rows
     rows = _dedupe(rows, problems)
     rows = _pairing(rows, out.ledger, problems)
-    _expected(rows, problems, reused or {}, superseded or set())
+    _expected(rows, problems, source)
     # seeds draw different sources by design (each its own control group); one seed with several
     # groups is two sweeps' sizes or budgets pooled
     by_seed = rows.groupby(["task", "reader", "seed"], dropna=False)["split"].nunique()
@@ -551,46 +546,74 @@ def _known(value: Any) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
-def _expected(
-    rows: pd.DataFrame, problems: list[Problem], reused: dict[str, set[str]], superseded: set[str]
-) -> None:
-    """Within each sweep: every (task, reader, seed) x compressor x setting cell over every source.
+def _expected(rows: pd.DataFrame, problems: list[Problem], source: Source) -> None:
+    """Within each sweep: every cell it planned over every source of its split.
 
-    A Hydra sweep is a product of its axes, so the plan is the product of the axes observed; cells
-    a sweep reused from an earlier run count as that sweep's. A compressor whose own fields fix
-    what it keeps (setting ``-``: press=none, hqq with press.bits) is one cell whatever the ratio.
+    A sweep's plan is the cells its jobs are (``Source.plans``): exactly those, so the settings of
+    unrelated runs are never crossed into cells nobody asked for. Cells a sweep reused from an earlier
+    run count as that sweep's; a sweep a later one resumed is checked as that one. A run outside any
+    sweep (a single ``python -m kvx``) plans its own cell, which it holds whole or its logged counts
+    disagree. A sweep that recorded no plan (an earlier kvx's; a record directory without an export's
+    manifest: one per folder) is taken to plan the product of the axes it shows, as a Hydra sweep
+    does; there a compressor whose own fields fix what it keeps (setting ``-``: press=none, hqq with
+    press.bits) is one cell whatever the ratio.
     """
-    for sweep in sorted(set(rows["sweep"].unique()) - superseded):  # checked as its successor instead
-        mine = (rows["sweep"] == sweep) | rows["cell_id"].isin(reused.get(sweep, set()))
-        group = rows.loc[mine, ["task", "reader", "seed", "compressor", "setting", "source_id"]]
-        splits = group[["task", "reader", "seed"]].drop_duplicates().itertuples(index=False)
-        settings = group.groupby("compressor")["setting"].agg(set)
-        swept = sorted(set(group["setting"]) - {FIXED})
-        cells = [
-            (c, s) for c in sorted(settings.index) for s in ([FIXED] if settings[c] == {FIXED} else swept)
-        ]
-        present = group.groupby(["task", "reader", "seed", "compressor", "setting"])["source_id"].agg(set)
+    plans = source.plans
+    sweeps = (set(rows["sweep"].unique()) | set(plans)) - set(source.superseded) - {""}
+    columns = ["task", "reader", "seed", "compressor", "setting", "source_id", "cell_id"]
+    for sweep in sorted(sweeps):
+        mine = (rows["sweep"] == sweep) | rows["cell_id"].isin(source.reused.get(sweep, set()))
+        group = rows.loc[mine, columns]
         sources = group.groupby(["task", "reader", "seed"])["source_id"].agg(set)
-        for (task, reader, seed), (comp, setting) in product(list(splits), list(cells)):
-            have = present.get((task, reader, seed, comp, setting))
-            want = sources[(task, reader, seed)]
-            label = f"{task} x {reader} x seed {seed} x {comp}@{setting}"
+        cells = _planned(group, plans[sweep]) if sweep in plans else _product(group)
+        for label, split, have in cells:
             if have is None:
                 problems.append(Problem("expected_cells", "error", sweep, "", f"cell {label} is missing"))
-            elif have != want:
-                lost = sorted(want - have)
+                continue
+            lost = sorted(sources[split] - have)
+            if lost:
                 named = ", ".join(lost[:SHOWN]) + (
                     f" and {len(lost) - SHOWN} more" if len(lost) > SHOWN else ""
                 )
-                problems.append(
-                    Problem(
-                        "expected_cells",
-                        "error",
-                        sweep,
-                        "",
-                        f"cell {label} lacks {len(lost)} sources: {named}",
-                    )
-                )
+                message = f"cell {label} lacks {len(lost)} sources: {named}"
+                problems.append(Problem("expected_cells", "error", sweep, "", message))
+
+
+Expected = tuple[str, tuple[Any, ...] | None, set[str] | None]  # label, its split, the sources present
+
+
+def _planned(group: pd.DataFrame, plan: dict[str, str]) -> list[Expected]:
+    """The cells of a recorded plan, each with the sources its records hold (None: no records)."""
+    present = {cid: cell for cid, cell in group.groupby("cell_id")}
+    out: list[Expected] = []
+    for cid, name in sorted(plan.items(), key=lambda item: (item[1], item[0])):
+        cell = present.get(cid)
+        if cell is None:
+            out.append((name, None, None))
+            continue
+        first = cell.iloc[0]
+        split = (first["task"], first["reader"], first["seed"])
+        label = f"{first['task']} x {first['reader']} x seed {first['seed']} x "
+        out.append((f"{label}{first['compressor']}@{first['setting']}", split, set(cell["source_id"])))
+    return out
+
+
+def _product(group: pd.DataFrame) -> list[Expected]:
+    """Every (task, reader, seed) x compressor x setting the rows show: the plan of a sweep that
+    recorded none."""
+    splits = group[["task", "reader", "seed"]].drop_duplicates().itertuples(index=False)
+    settings = group.groupby("compressor")["setting"].agg(set)
+    swept = sorted(set(group["setting"]) - {FIXED})
+    cells = [(c, s) for c in sorted(settings.index) for s in ([FIXED] if settings[c] == {FIXED} else swept)]
+    present = group.groupby(["task", "reader", "seed", "compressor", "setting"])["source_id"].agg(set)
+    return [
+        (
+            f"{task} x {reader} x seed {seed} x {comp}@{setting}",
+            (task, reader, seed),
+            present.get((task, reader, seed, comp, setting)),
+        )
+        for (task, reader, seed), (comp, setting) in product(list(splits), cells)
+    ]
 
 
 def severity_counts(problems: Iterable[Problem]) -> dict[str, int]:
