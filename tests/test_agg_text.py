@@ -4,12 +4,14 @@ paragraph separators, lone surrogates or a megabyte of text stay distinct values
 from __future__ import annotations
 
 import json
+from hashlib import blake2b
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from kvx.aggregate.read import text
+from kvx.aggregate.read.rows import _text_hash
 from kvx.aggregate.read.validation import _compact, _shared
 from kvx.core.records import dumps
 from kvx.testing.synthetic import controls
@@ -112,3 +114,17 @@ def test_source_ids_differing_after_a_nul_are_distinct_sources(tmp_path: Path) -
     assert result.n_rows == 8
     matrix = result.tables["matrix"]
     assert set(matrix.loc[matrix["level"] == "task", "n_sources"]) == {4}
+
+
+def test_compressed_outputs_with_lone_surrogates_are_hashed_apart(tmp_path: Path) -> None:
+    """An external record's JSON may escape a lone surrogate in an answer: it is read and hashed (the
+    output hash encoded it as UTF-8, which raised), and two such answers keep two hashes."""
+    records = _nul_records()[:2]
+    records[0]["compressed"]["output"], records[1]["compressed"]["output"] = "x\ud800", "x\udc00"
+    (tmp_path / "cell.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    rows = run(tmp_path).tables["matrix"]
+    assert not rows.empty
+    assert _text_hash("x\ud800") != _text_hash("x\udc00")
+    assert _text_hash("plain") == float(
+        int.from_bytes(blake2b(b"plain", digest_size=8).digest(), "big") >> 12
+    )
