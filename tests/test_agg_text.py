@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kvx.aggregate.analyse.kvdiagnosis_demand import _profile
+from kvx.aggregate.analyse.tpbench import cluster_interval
 from kvx.aggregate.read import text
 from kvx.aggregate.read.rows import _text_hash
 from kvx.aggregate.read.validation import _compact, _shared
@@ -114,6 +116,7 @@ def test_source_ids_differing_after_a_nul_are_distinct_sources(tmp_path: Path) -
     assert result.n_rows == 8
     matrix = result.tables["matrix"]
     assert set(matrix.loc[matrix["level"] == "task", "n_sources"]) == {4}
+    assert set(result.tables["kvd_accounting"]["n_sources"]) == {4}
 
 
 def test_compressed_outputs_with_lone_surrogates_are_hashed_apart(tmp_path: Path) -> None:
@@ -128,3 +131,20 @@ def test_compressed_outputs_with_lone_surrogates_are_hashed_apart(tmp_path: Path
     assert _text_hash("plain") == float(
         int.from_bytes(blake2b(b"plain", digest_size=8).digest(), "big") >> 12
     )
+
+
+def test_drop_duplicates_and_n_distinct_keep_texts_apart() -> None:
+    """What pandas merges on several columns (``drop_duplicates``) or counts once (``nunique``)."""
+    ids = ["q\x00a", "q\x00b", "q\x00a", "q\ud800", "q\udc00"]
+    frame = pd.DataFrame({"task": ["t"] * 5, "source_id": ids, "n": range(5)})
+    assert len(frame.drop_duplicates(["task", "source_id"])) < 4  # why: pandas
+    assert text.drop_duplicates(frame, ["task", "source_id"])["n"].tolist() == [0, 1, 3, 4]
+    assert text.n_distinct(frame["source_id"]) == 4 and text.n_distinct(pd.Series([None, "a"])) == 1
+
+
+def test_kvdiagnosis_views_count_sources_differing_after_a_nul_apart() -> None:
+    """Table 3's and the demand profile's source counts, and TPBench's dialogue clusters."""
+    frame = pd.DataFrame({"source_id": ["q\x00a", "q\x00b", "q\x00a"]})
+    assert _profile(frame)["n_sources"] == 2
+    low, high = cluster_interval([0.0, 1.0] * 4, ["d\x00a", "d\x00b"] * 4, n_boot=200)
+    assert (low, high) == (0.0, 1.0)  # two dialogues resampled, not one of mean 0.5

@@ -292,6 +292,5 @@ def with_ids(rows: pd.DataFrame) -> pd.DataFrame:
 def _joined(rows: pd.DataFrame, columns: list[str], build: Any) -> np.ndarray:
     # exact: pandas' groupby and drop_duplicates on several columns merge ids that differ after a NUL
     codes = text.group_codes(rows, columns)
-    first = np.unique(codes, return_index=True)[1]  # codes number the combinations first seen first
-    labels = build(rows.iloc[first]).to_numpy(object)
+    labels = build(text.drop_duplicates(rows, columns)).to_numpy(object)
     return labels[codes]
