@@ -3,6 +3,7 @@ paragraph separators, lone surrogates or a megabyte of text stay distinct values
 
 from __future__ import annotations
 
+import copy
 import json
 from hashlib import blake2b
 from pathlib import Path
@@ -15,9 +16,10 @@ from kvx.aggregate.analyse.tpbench import cluster_interval
 from kvx.aggregate.read import text
 from kvx.aggregate.read.rows import _text_hash
 from kvx.aggregate.read.validation import _compact, _shared
+from kvx.aggregate.run import Options
 from kvx.core.records import dumps
 from kvx.testing.synthetic import controls
-from tests.test_aggregate import rec, run, write
+from tests.test_aggregate import panel, rec, run, write
 
 #: distinct strings pandas' C-string hash table takes for one another (a NUL ends its view of a string;
 #: lone surrogates), and texts it gets right, which must stay right
@@ -148,3 +150,23 @@ def test_kvdiagnosis_views_count_sources_differing_after_a_nul_apart() -> None:
     assert _profile(frame)["n_sources"] == 2
     low, high = cluster_interval([0.0, 1.0] * 4, ["d\x00a", "d\x00b"] * 4, n_boot=200)
     assert (low, high) == (0.0, 1.0)  # two dialogues resampled, not one of mean 0.5
+
+
+def test_reader_audit_of_sources_differing_after_a_nul_is_the_plain_ids_audit(tmp_path: Path) -> None:
+    """A reader-upgrade panel whose row ids share everything up to a NUL audits as the same panel with
+    plain ids (pandas' pivot merged them into one row id and refused to reshape)."""
+    readers = {
+        "weak": ([1, 0, 0, 0, 0, 0], [1, 1, 0, 0, 1, 0]),
+        "strong": ([1, 1, 1, 1, 1, 0], [1, 1, 1, 0, 0, 0]),
+    }
+    plain = panel(readers)
+    nul = copy.deepcopy(plain)
+    for r in nul:
+        r["key"] = r["key"].replace(f"/{r['source_id']}/", f"/q\x00{r['source_id']}/")
+        r["source_id"] = f"q\x00{r['source_id']}"
+    options = Options(n_splits=50, n_boot=50, seed=1, progress=False)
+    want = run(write(tmp_path / "plain", plain), options).tables
+    got = run(write(tmp_path / "nul", nul), options).tables
+    for name in ("audit_readers", "audit_pairs", "audit_panel"):
+        pd.testing.assert_frame_equal(got[name], want[name], obj=name)
+    assert want["audit_panel"]["n_rows"].tolist()[0] == 6
