@@ -99,3 +99,11 @@ def test_no_panel_no_table():
     rows, pairs, panel = frames()
     assert audit_draws(rows, pairs, panel.iloc[:0]).empty
     assert audit_draws(rows, pairs, panel[panel["evidence"] != D1].iloc[:1]).empty
+
+
+def test_row_ids_differing_after_a_nul_are_rows_of_their_own():
+    """The same frames with row ids that agree up to a NUL give the same table (pandas' groupby merged
+    the five rows into one)."""
+    rows, pairs, panel = frames()
+    nul = rows.assign(row_id=[f"r\x00{r}" for r in rows["row_id"]])
+    pd.testing.assert_frame_equal(audit_draws(nul, pairs, panel), audit_draws(rows, pairs, panel))

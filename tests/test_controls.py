@@ -153,3 +153,26 @@ def test_a_store_keyed_by_split_is_read_and_keyed_anew(tiny, tmp_path):
     grown = Engine(tmp_path, 2**28)
     grown.run_cells([cell(n_sources=4)], tiny, progress=False)[0]
     assert grown.controls.computed == 1 and grown.controls.loaded == 3
+
+
+def test_a_ledger_whose_answer_holds_u2028_is_supplemented(blank_store, tmp_path):
+    """A later cell's extra control is added to a ledger whose stored answer holds U+2028: its lines end
+    at \\n only (``splitlines`` cut the answer's line in two, and the cell failed on invalid JSON)."""
+    from mlflow.tracking import MlflowClient
+
+    from kvx.cli.app import _supplement_controls
+    from kvx.core.records import dumps
+
+    blank_store(tmp_path)
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
+    exp = client.create_experiment("kvx", artifact_location=str(tmp_path / "mlruns" / "kvx"))
+    stored, later = {"source_id": "s0", "output": "one\u2028two"}, {"source_id": "s1", "output": "three"}
+    run = client.create_run(exp).info.run_id
+    client.log_metric(run, "n_sources", 1)
+    client.log_text(run, dumps([stored]), "controls.jsonl")
+    _supplement_controls(client, exp, "split", None, "ledger", [stored, later], [client.get_run(run)])
+    (added,) = [r for r in client.search_runs([exp]) if r.info.run_id != run]
+    path = client.download_artifacts(added.info.run_id, "controls.jsonl", str(tmp_path))
+    assert [json.loads(line) for line in Path(path).read_text(encoding="utf-8").split("\n") if line] == [
+        later
+    ]

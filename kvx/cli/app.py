@@ -470,7 +470,8 @@ def _supplement_controls(
     with tempfile.TemporaryDirectory() as folder:
         for run in ledgers:
             path = client.download_artifacts(run.info.run_id, "controls.jsonl", folder)
-            have |= {json.loads(line)["source_id"] for line in Path(path).read_text().splitlines() if line}
+            lines = Path(path).read_text(encoding="utf-8").split("\n")  # \n only: an answer may hold U+2028
+            have |= {json.loads(line)["source_id"] for line in lines if line}
     missing = [c for c in controls if c["source_id"] not in have]
     if not missing:
         return

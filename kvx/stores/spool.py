@@ -25,7 +25,8 @@ class Spool:
     def load(self) -> dict[str, Record]:
         """Spooled records by key; unreadable lines, error records and other schema versions' left out."""
         try:
-            lines = self.path.read_text(encoding="utf-8").splitlines()
+            # lines end at \n only: an answer may hold U+2028, where splitlines() would cut its record
+            lines = self.path.read_text(encoding="utf-8").split("\n")
         except FileNotFoundError:
             return {}
         out = {}

@@ -173,16 +173,17 @@ def _nan(value: float | None) -> float:
     return np.nan if value is None else float(value)
 
 
-def _artifact_check(group: pd.DataFrame, label: str, problems: list[Problem]) -> str | None:
-    """None when the panel may be audited, else the refusal reason (also recorded as a problem)."""
+def _artifact_check(group: pd.DataFrame, label: str, problems: list[Problem], ids: list[str]) -> str | None:
+    """None when the panel may be audited, else the refusal reason (also recorded as a problem); the
+    group's ``row_id`` is a rank in ``ids``."""
     hashes = group.pivot(index="row_id", columns="reader", values="text_hash")
     if hashes.isna().all().all():
         return None
-    for row_id, h in hashes.iterrows():
+    for rank, h in hashes.iterrows():
         if h.isna().any() or h.nunique() > 1:
             shown = ", ".join(f"{r}={'missing' if pd.isna(v) else v[:12]}" for r, v in h.items())
             reason = (
-                f"refused: row {row_id} has different compressed-evidence hashes across readers ({shown})"
+                f"refused: row {ids[rank]} has different compressed-evidence hashes across readers ({shown})"
             )
             problems.append(Problem("artifact_hash", "error", "", label, reason))
             return reason
@@ -206,7 +207,11 @@ def audit(
     revisions = supported.groupby("reader")["revision"].transform("nunique")
     # two revisions of one reader are two readers here
     label = supported["reader"].where(revisions == 1, supported["reader"] + "@" + supported["revision"])
-    supported = supported.assign(reader=label)
+    # rows by their rank among the sorted row ids: the pivots below order them as the ids sort, and pandas
+    # never hashes an id (it merges ids that differ after a NUL)
+    ids = sorted(set(supported["row_id"]))
+    rank = {row_id: i for i, row_id in enumerate(ids)}
+    supported = supported.assign(reader=label, row_id=[rank[r] for r in supported["row_id"]])
     audited = metrics(supported)
     settings = settings or AuditSettings()
     readers_out, pairs_out, panel_out, problems = [], [], [], []
@@ -231,7 +236,7 @@ def audit(
                 )
             )
         group = group[group["row_id"].isin(shared)]
-        refused = _artifact_check(group, label, problems)
+        refused = _artifact_check(group, label, problems, ids)
         check = refused or (
             "identical text artifact" if group["text_hash"].notna().any() else "KV cache: no text artifact"
         )
@@ -245,7 +250,7 @@ def audit(
             raw_frame = group.pivot(index="reader", columns="row_id", values=raw_col).loc[names]
             raw = raw_frame.to_numpy(float)
             comp = group.pivot(index="reader", columns="row_id", values=comp_col).loc[names].to_numpy(float)
-            row_ids = [str(r) for r in raw_frame.columns]
+            row_ids = [ids[r] for r in raw_frame.columns]
             if metric.startswith(JUDGE_PREFIX):
                 keep = judged_rows(raw, comp, label, metric, problems)
                 raw, comp, row_ids = raw[:, keep], comp[:, keep], [r for r, k in zip(row_ids, keep) if k]

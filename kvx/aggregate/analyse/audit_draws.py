@@ -17,6 +17,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from kvx.aggregate.read import text
+
 #: transform fields that tell draws of one artifact apart (a replayed file's digest covers its draw's texts)
 DRAW_FIELDS = ("draw", "draw_temperature", "artifacts_sha256")
 _PART = re.compile(r"^(transform\.)?(" + "|".join(DRAW_FIELDS) + ")=")
@@ -98,6 +100,7 @@ def audit_draws(rows: pd.DataFrame, pairs: pd.DataFrame, panel: pd.DataFrame) ->
         kept = np.array([retention.get(tuple(r), np.nan) for r in part[keys].itertuples(index=False)], float)
         flips = part["excess_flips"].to_numpy(float)
         mine = texts[(texts["task"] == task) & texts["evidence"].isin(conditions)]
+        mine = mine.assign(row_id=text.exact(mine["row_id"]))  # exact codes: ids may differ after a NUL
         per_row = mine.groupby(["row_id", "evidence"])["text_hash"].agg(
             lambda h: h.iloc[0] if h.nunique() == 1 else None
         )

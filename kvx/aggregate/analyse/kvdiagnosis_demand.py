@@ -15,6 +15,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from kvx.aggregate.read import text
 from kvx.aggregate.read.release_tables import ReleaseTables
 
 CW = "C→W"
@@ -61,7 +62,7 @@ def joined(rows: pd.DataFrame, release: ReleaseTables) -> pd.DataFrame:
 
 
 def _profile(frame: pd.DataFrame) -> dict[str, float]:
-    out: dict[str, float] = {"rows": len(frame), "n_sources": frame["source_id"].nunique()}
+    out: dict[str, float] = {"rows": len(frame), "n_sources": text.n_distinct(frame["source_id"])}
     for column in (*METRICS, "label.evidence_presence", *DEMANDS):
         out[column.removeprefix("label.")], out[f"n_{column.removeprefix('label.')}"] = _mean(frame, column)
     return out

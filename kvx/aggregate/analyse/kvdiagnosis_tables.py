@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from kvx.aggregate.analyse.matrix import NO_DIAGNOSTICS, categories, family_label
+from kvx.aggregate.read import text
 from kvx.aggregate.read.rows import Metric
 from kvx.compressors.hqq import RATIO_TO_BITS
 from kvx.diagnostics.categories import CATEGORIES
@@ -194,6 +195,7 @@ def accounting(rows: pd.DataFrame) -> pd.DataFrame:
     (unsupported), errors, runs (supported), FullCache-correct supported pairs (n_fc, "FC-elig."), C→W
     rows and the sources with at least one C→W row (n_affected_sources, "Unique")."""
     out = _counts(rows, _KEYS)
+    rows = rows.assign(unit=text.exact(rows["unit"]))  # counted on exact codes: ids may hold a NUL
     out.insert(2, "n_sources", rows.groupby(_KEYS, sort=True)["unit"].nunique().to_numpy())
     unique = _failures(rows).groupby(_KEYS)["unit"].nunique().rename("n_affected_sources")
     out = out.merge(unique.reset_index(), on=_KEYS, how="left")

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from kvx.aggregate.analyse.stats import _BLOCK_CELLS, _check_bootstrap, _interval, pair_mcnemar
+from kvx.aggregate.read import text
 from kvx.aggregate.read.cells import owner
 from kvx.core.identity import varying
 
@@ -205,7 +206,7 @@ def tpbench_rows(rows: pd.DataFrame, cells: Mapping[str, Mapping[str, Any]] | No
     tp = tp.assign(
         _control=group.where(group != "", tp["task"] + "|" + tp["reader"] + "|" + tp["seed"].astype(str))
     )
-    ordered = pd.concat([tp[has_full], tp[~has_full]]).drop_duplicates(["_control", "source_id"])
+    ordered = text.drop_duplicates(pd.concat([tp[has_full], tp[~has_full]]), ["_control", "source_id"])
     got = has_full[ordered.index]
     status = ordered["status"].where(~got, "supported")  # with a control: scored
     status = status.mask(~got & (status == "supported"), "error")  # a scored record without one
@@ -221,7 +222,7 @@ def tpbench_rows(rows: pd.DataFrame, cells: Mapping[str, Mapping[str, Any]] | No
     out = pd.concat([full, compressed], ignore_index=True)
     for metric in _HEADLINE:  # present even when no answer was scored
         out[f"m.{metric}"] = out.get(f"m.{metric}", NAN)
-    out = out.drop_duplicates([*GROUP, "seed", "source_id"]).reset_index(drop=True)
+    out = text.drop_duplicates(out, [*GROUP, "seed", "source_id"]).reset_index(drop=True)
     dialogue = out["d.dialogue_id"] if "d.dialogue_id" in out else pd.Series(np.nan, index=out.index)
     out["cluster"] = dialogue.where(dialogue.map(lambda v: isinstance(v, str) and v != ""), out["source_id"])
     out["corpus"] = out["corpus"].fillna("").astype(str)
@@ -248,7 +249,7 @@ def cluster_interval(
     _check_bootstrap(n_boot, level)
     v = np.asarray(values, dtype=float)
     keep = np.isfinite(v)
-    codes, uniques = pd.factorize(pd.Series(np.asarray(clusters, dtype=object)[keep]))
+    codes, uniques = text.factorize(np.asarray(clusters, dtype=object)[keep])  # ids differing after a NUL too
     if uniques.size == 0:
         return NAN, NAN
     sums = np.bincount(codes, weights=v[keep], minlength=uniques.size)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kvx.aggregate.read import text
 from kvx.core.records import ANSWER_COSTS, COMPRESSION_COSTS, SERVED_COSTS
 from kvx.diagnostics.categories import READS, categorize, category_row
 
@@ -104,7 +105,9 @@ def _text_hash(text: Any) -> float:
     the text would take a kilobyte, enough to tell two outputs apart."""
     if not isinstance(text, str):
         return NAN
-    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
+    # surrogatepass: a lone surrogate (a record's JSON may escape one) is hashed, not an error; any other
+    # text encodes as in UTF-8
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
     return float(int.from_bytes(digest, "big") >> 12)
 
 
@@ -287,6 +290,7 @@ def with_ids(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _joined(rows: pd.DataFrame, columns: list[str], build: Any) -> np.ndarray:
-    codes = rows.groupby(columns, sort=False, dropna=False).ngroup().to_numpy()
-    labels = build(rows.drop_duplicates(columns)).to_numpy(object)
+    # exact: pandas' groupby and drop_duplicates on several columns merge ids that differ after a NUL
+    codes = text.group_codes(rows, columns)
+    labels = build(text.drop_duplicates(rows, columns)).to_numpy(object)
     return labels[codes]

@@ -25,7 +25,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from kvx.aggregate.read import cache
+from kvx.aggregate.read import cache, text
 from kvx.aggregate.read.problems import Problem
 from kvx.aggregate.read.rows import Metric, declared_metrics, project
 from kvx.aggregate.read.sources import Batch, NotRecords, Source
@@ -88,7 +88,23 @@ OUTCOME_PREFIXES = ("full.", "compressed.", "setting.", "seconds")
 COST_PREFIXES = ("full.cost.", "compressed.cost.")
 
 
-Columns = dict[str, Any]  # one batch's rows: column -> numpy array, or a Categorical for text
+Columns = dict[str, Any]  # one batch's rows: column -> numpy array, or Coded text
+
+
+@dataclass(frozen=True)
+class Coded:
+    """A text column as each distinct value once and a code per row (-1: missing)."""
+
+    codes: np.ndarray
+    values: np.ndarray
+
+    @classmethod
+    def of(cls, column: np.ndarray) -> Coded:
+        codes, values = text.factorize(column)
+        return cls(codes.astype(np.min_scalar_type(-len(values) - 1)), values)
+
+    def __len__(self) -> int:
+        return len(self.codes)
 
 
 @dataclass
@@ -156,10 +172,11 @@ class Validated:
 
 
 def _compact(rows: pd.DataFrame) -> Columns:
-    """A batch's rows as plain arrays, text as categories: each distinct value stored once (a cell repeats
-    its task, reader and setting on every row), which also makes the batch small to send from a worker."""
+    """A batch's rows as plain arrays, text as codes: each distinct value stored once (a cell repeats
+    its task, reader and setting on every row), which also makes the batch small to send from a worker.
+    Coded exactly (``text.factorize``): a ``pd.Categorical`` merges answers that differ after a NUL."""
     return {
-        c: pd.Categorical(rows[c]) if rows[c].dtype == object and c != "key" else rows[c].to_numpy()
+        c: Coded.of(rows[c].to_numpy()) if rows[c].dtype == object and c != "key" else rows[c].to_numpy()
         for c in rows.columns
     }
 
@@ -175,7 +192,7 @@ def _shared(parts: list[Columns]) -> pd.DataFrame:
 
 def _column(arrays: list[Any], lengths: list[int]) -> np.ndarray:
     """One column from the batches' arrays (absent where a batch lacks it: missing, never 0)."""
-    if any(isinstance(a, pd.Categorical) for a in arrays):
+    if any(isinstance(a, Coded) for a in arrays):
         return _shared_text(arrays, lengths)
     present = [a for a in arrays if a is not None]
     numeric = all(a.dtype.kind == "f" for a in present)
@@ -189,22 +206,22 @@ def _column(arrays: list[Any], lengths: list[int]) -> np.ndarray:
 
 
 def _shared_text(arrays: list[Any], lengths: list[int]) -> np.ndarray:
-    """Every batch's categories factorized together, each batch's codes moved onto the result."""
+    """Every batch's distinct values coded together (exactly), each batch's codes moved onto the result."""
     pieces, codes, offset = [], [], 0
     for array, n in zip(arrays, lengths, strict=True):
         if array is None:
             codes.append(np.full(n, -1))
             continue
-        if isinstance(array, pd.Categorical):
-            values, local = np.asarray(array.categories, dtype=object), array.codes.astype(np.int64)
+        if isinstance(array, Coded):
+            values, local = array.values, array.codes.astype(np.int64)
         else:
             values, local = np.asarray(array, dtype=object), np.arange(n)
         codes.append(np.where(local >= 0, local + offset, -1))
         pieces.append(values)
         offset += len(values)
-    mapping, uniques = pd.factorize(np.concatenate(pieces) if pieces else np.array([], dtype=object))
-    objects = np.append(np.asarray(uniques, dtype=object), np.nan)  # -1 (missing) takes the last: NaN
-    mapping = np.append(mapping, -1)  # pandas' own missing values (NaN, None) factorize to -1 too
+    mapping, uniques = text.factorize(np.concatenate(pieces) if pieces else np.array([], dtype=object))
+    objects = np.append(uniques, np.nan)  # -1 (missing) takes the last: NaN
+    mapping = np.append(mapping, -1)  # missing values (NaN, None) are coded -1 too
     return objects[mapping[np.concatenate(codes)]]
 
 
@@ -457,11 +474,13 @@ def _dedupe(rows: pd.DataFrame, problems: list[Problem]) -> pd.DataFrame:
 def _pairing(rows: pd.DataFrame, ledger: dict[str, dict[str, dict]], problems: list[Problem]) -> pd.DataFrame:
     """One prompt hash and one FullCache answer per source; the ledger, where logged, agrees."""
     bad_units: set[str] = set()
-    hashes = rows.groupby("unit")["prompt_hash"].nunique()
-    for unit in hashes[hashes > 1].index:
+    units = text.exact(rows["unit"])  # grouped on exact codes: pandas merges texts that differ after a NUL
+    hashes = text.exact(rows["prompt_hash"]).groupby(units).nunique()
+    for code in hashes[hashes > 1].index:
+        group = rows[units == code]
+        unit = group["unit"].iloc[0]
         bad_units.add(unit)
-        group = rows[rows["unit"] == unit]
-        common = group["prompt_hash"].mode().iloc[0]
+        common = _mode(group["prompt_hash"])
         for _, r in group[group["prompt_hash"].notna() & (group["prompt_hash"] != common)].iterrows():
             problems.append(
                 Problem(
@@ -484,8 +503,11 @@ def _pairing(rows: pd.DataFrame, ledger: dict[str, dict[str, dict]], problems: l
         "full_output",
     ]
     paired = rows.loc[rows["status"] == "supported", [*columns, "unit"]]
-    answers = paired.groupby("unit")[["full_score", "full_correct", "full_output"]].nunique()
-    for unit in answers[(answers > 1).any(axis=1)].index:
+    answers = paired[["full_score", "full_correct"]].assign(full_output=text.exact(paired["full_output"]))
+    paired_units = text.exact(paired["unit"])
+    distinct = answers.groupby(paired_units).nunique()
+    labels = dict(zip(paired_units, paired["unit"], strict=True))
+    for unit in [labels[code] for code in distinct[(distinct > 1).any(axis=1)].index]:
         if unit not in bad_units:
             bad_units.add(unit)
             problems.append(
@@ -539,6 +561,13 @@ def _pairing(rows: pd.DataFrame, ledger: dict[str, dict[str, dict]], problems: l
                 )
             )
     return rows[~rows["unit"].isin(bad_units) & ~rows["key"].isin(bad_keys)]
+
+
+def _mode(values: pd.Series) -> Any:
+    """The most frequent known value, the least of those tied (``Series.mode`` hashes text as pandas does)."""
+    counts = Counter(v for v in values if _known(v))
+    top = max(counts.values())
+    return min(v for v, n in counts.items() if n == top)
 
 
 def _known(value: Any) -> bool:
@@ -601,7 +630,7 @@ def _planned(group: pd.DataFrame, plan: dict[str, str]) -> list[Expected]:
 def _product(group: pd.DataFrame) -> list[Expected]:
     """Every (task, reader, seed) x compressor x setting the rows show: the plan of a sweep that
     recorded none."""
-    splits = group[["task", "reader", "seed"]].drop_duplicates().itertuples(index=False)
+    splits = dict.fromkeys(zip(group["task"], group["reader"], group["seed"], strict=True))
     settings = group.groupby("compressor")["setting"].agg(set)
     swept = sorted(set(group["setting"]) - {FIXED})
     cells = [(c, s) for c in sorted(settings.index) for s in ([FIXED] if settings[c] == {FIXED} else swept)]
