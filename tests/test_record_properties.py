@@ -99,7 +99,7 @@ def read(folder: Path) -> tuple[pd.DataFrame, Validated]:
     rows = validated.frame().sort_values("key", kind="stable").reset_index(drop=True)
     rows, _ = label_cells(rows, validated.cells)
     rows = with_ids(rows)
-    return cross_check(rows, validated, source.planned, source.finished_cells), validated
+    return cross_check(rows, validated, source), validated
 
 
 def _text(value: Any) -> str | None:
