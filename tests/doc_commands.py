@@ -14,9 +14,10 @@ What counts as a command:
 
 What a command needs, when a test cannot run it here, is written where the reader sees it: ``needs:``
 and a comma-separated list from :data:`NEEDS` (``data:NAME`` with NAME from :data:`DATA`). In a block,
-a comment line holding it covers the commands after it (up to the next blank or comment line) and a trailing
-comment covers its own line; outside blocks, it covers the inline commands of its table row or
-paragraph. A word after ``needs:`` outside the vocabulary is an error, so a typo cannot pass for a mark.
+a comment line holding it covers the commands after it (up to the next blank or comment line) and a
+trailing comment covers its own line; outside blocks, written outside inline code, it covers the
+inline commands of its table row or paragraph. A word after ``needs:`` outside the vocabulary is an
+error, so a typo cannot pass for a mark.
 """
 
 from __future__ import annotations
@@ -175,7 +176,7 @@ def page_commands(path: Path) -> list[Command]:
         units = [[row] for row in paragraph] if table else [paragraph]
         for unit in units:
             text = "\n".join(line for _, line in unit)
-            needs = marks(" ".join(text.split()))
+            needs = marks(" ".join(INLINE.sub("", text).split()))  # a mark is prose, not code
             for match in INLINE.finditer(text):
                 span, number = (
                     " ".join(match.group(1).split()),

@@ -105,6 +105,7 @@ SCENARIOS = (
             Step("source .venv/bin/activate"),
             Step("python -S -c pass"),
             Step('python -c "import torch, transformers.models.llama.modeling_llama, kvpress"'),
+            Step("python tests/doc_commands.py", root=True),
             Step(".venv/bin/mkdocs serve", ("-a", "127.0.0.1:{port}"), serves="/", root=True),
         ),
     ),
@@ -409,7 +410,14 @@ def run_step(step: Step, folder: Path) -> None:
         )
     else:
         exe = sys.executable if program == "python" else str(BIN / program)
-        done = subprocess.run([exe, *rest], cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [exe, *rest],
+            cwd=ROOT if step.root else folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     assert done.returncode == 0, f"{step.doc}\n{(done.stdout + done.stderr)[-3000:]}"
     assert "Traceback" not in done.stderr, f"{step.doc}\n{done.stderr[-3000:]}"
     if step.expect:
@@ -428,3 +436,9 @@ def run_step(step: Step, folder: Path) -> None:
 def test_the_documented_commands_run(scenario: Scenario, tmp_path: Path) -> None:
     for step in scenario.steps:
         run_step(step, tmp_path)
+
+
+def test_a_mark_inside_inline_code_is_an_example_not_a_mark(tmp_path: Path) -> None:
+    page = tmp_path / "p.md"
+    page.write_text("Write `needs: gpu` beside `python -m kvx.x --y`.\n")
+    assert unaccounted(page_commands(page)) == ["p.md:1: python -m kvx.x --y"]
