@@ -194,7 +194,8 @@ COVERED = (
     ),
 )
 
-RUN = {normal(step.doc): scenario for scenario in SCENARIOS for step in scenario.steps}
+#: each registered command and the first scenario that runs it
+RUN = {normal(step.doc): scenario for scenario in reversed(SCENARIOS) for step in scenario.steps}
 COVERED_BY = {normal(entry.doc): entry for entry in COVERED}
 
 
