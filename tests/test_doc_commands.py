@@ -340,24 +340,14 @@ def kvx_argv(command: Command) -> tuple[dict[str, str], list[str]] | None:
 PREFLIGHTED = [c for c in COMMANDS if normal(c.text) not in RUN and kvx_argv(c) is not None]
 
 
-@pytest.mark.parametrize(
-    "command",
-    # a full-size grid composes every one of its jobs (the intervention preset's take ~30 s)
-    [pytest.param(c, marks=[pytest.mark.slow] if "long" in c.needs else []) for c in PREFLIGHTED],
-    ids=lambda c: f"{c.page}:{c.line}",
-)
-def test_a_command_not_run_passes_the_preflight(
-    command: Command, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def preflight_problem(command: Command) -> str | None:
+    """What kvx's preflight refuses in the command, unless it is where a marked need stops it (the
+    data or server this machine lacks), or None. Run in the current folder, which it must leave empty."""
     from kvx.__main__ import conf_dir
     from kvx.cli import presets, suite
     from kvx.cli.preflight import prepare
 
-    env, args = kvx_argv(command)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # a hosted API is never called from here
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    _, args = kvx_argv(command)
     try:
         parts = presets.suite(args, conf_dir())
         if parts is not None:
@@ -366,8 +356,41 @@ def test_a_command_not_run_passes_the_preflight(
             prepare(args, conf_dir())
     except (ConfigError, RegistryError) as exc:
         allowed = [stop for need in command.needs for stop in STOPS.get(need.partition(":")[0], ())]
-        assert any(stop in str(exc) for stop in allowed), f"{command.where()}\n{exc}"
-    assert list(tmp_path.iterdir()) == []  # nothing created
+        return None if any(stop in str(exc) for stop in allowed) else f"{command.where()}\n{exc}"
+    return None
+
+
+@pytest.fixture()
+def preflight_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """An empty folder to preflight in, without a hosted API's key (no hosted API is called from here)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    yield monkeypatch
+    assert list(tmp_path.iterdir()) == []  # the preflight created nothing
+
+
+@pytest.mark.parametrize(
+    "command",
+    # a full-size grid composes every one of its jobs (the intervention preset's take ~30 s)
+    [pytest.param(c, marks=[pytest.mark.slow] if "long" in c.needs else []) for c in PREFLIGHTED],
+    ids=lambda c: f"{c.page}:{c.line}",
+)
+def test_a_command_not_run_passes_the_preflight(command: Command, preflight_here: pytest.MonkeyPatch) -> None:
+    for name, value in kvx_argv(command)[0].items():
+        preflight_here.setenv(name, value)
+    assert preflight_problem(command) is None
+
+
+def test_the_preflight_check_catches_a_renamed_key_behind_any_need(
+    preflight_here: pytest.MonkeyPatch,
+) -> None:
+    gpu = Command("p.md", 1, "python -m kvx -m press=snapkv press.window_sz=16 reader=hf", ("gpu",))
+    assert "unknown key 'press.window_sz'" in preflight_problem(gpu)
+    data = "python -m kvx +experiment=tpbench/main task.path=missing-sgd/train"
+    assert preflight_problem(Command("p.md", 2, data, ("data:SGD",))) is None  # stops at the data
+    assert "no such file" in preflight_problem(Command("p.md", 2, data, ("gpu",)))  # not a need it has
+    renamed = Command("p.md", 3, f"{data} reader.modle_id=x", ("data:SGD",))
+    assert "reader.modle_id" in preflight_problem(renamed)
 
 
 # --- the documented commands, run ---
