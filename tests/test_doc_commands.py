@@ -154,6 +154,16 @@ COVERED = (
         "tests/test_ragscale_release.py::test_summary_json_is_reproduced",
         '"--boot", str(run["bootstrap_draws"])',
     ),
+    Covered(
+        "python -m kvx.aggregate --outputs-dir DIR",
+        "tests/test_cli.py::test_a_run_with_outputs_dir_is_aggregated_there_and_logs_what_results_md_lists",
+        '"--outputs-dir", "D"',
+    ),
+    Covered(
+        "python -m kvx.aggregate --outputs-dir ...",
+        "tests/test_cli.py::test_a_run_with_outputs_dir_is_aggregated_there_and_logs_what_results_md_lists",
+        '"--outputs-dir", "D"',
+    ),
     Covered("python -m kvx.server", "tests/test_tracking_server.py::Server", '"kvx.server",'),
     Covered(
         "python -m kvx.server --postgres outputs/pg", "tests/test_tracking_server.py::Server", '"--postgres",'
