@@ -436,21 +436,37 @@ def test_outputs_dir_finds_the_store_runs_with_that_outputs_dir_wrote_and_writes
     assert "chosen by MLFLOW_TRACKING_URI" in capsys.readouterr().err
 
 
+#: what a plugin's text transform beside a sweep's presses adds to each compressor's label
+LONG_LABEL = "[transform=kvx-plugin-example:keep_ends]"
+
+
 @pytest.mark.filterwarnings("error::UserWarning")
 @pytest.mark.parametrize(
-    "grid",
-    [Grid(n_sources=2), Grid(compressors=("snapkv",), ratios=(0.5,), n_sources=1)],
-    ids=["tiny-sweep", "one-cell"],
+    ("grid", "suffix"),
+    [
+        (Grid(n_sources=2), ""),
+        (Grid(compressors=("snapkv",), ratios=(0.5,), n_sources=1), ""),
+        (Grid(n_sources=2), LONG_LABEL),
+    ],
+    ids=["tiny-sweep", "one-cell", "long-labels"],
 )
-def test_the_figures_of_a_tiny_aggregate_draw_without_a_warning(tmp_path: Path, grid: Grid) -> None:
-    """As small as a first sweep (2 presses x 2 ratios x 2 sources, or one cell of one source): every
-    figure is drawn in this process (one worker), so a matplotlib warning fails the test."""
+def test_the_figures_of_a_tiny_aggregate_draw_without_a_warning(
+    tmp_path: Path, grid: Grid, suffix: str
+) -> None:
+    """As small as a first sweep (2 presses x 2 ratios x 2 sources, or one cell of one source), or with
+    the long compressor labels of a text transform beside the presses (constrained layout collapsed the
+    Jaccard panel to nothing there, warning): every figure is drawn in this process (one worker), so a
+    matplotlib warning fails the test."""
     from kvx.aggregate.publish.kvdiagnosis_plots import FIGURES
     from kvx.aggregate.publish.plots import plot_all
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     log_sweep(uri, grid)
     tables = analyse(MlflowSource(uri, ["kvx"]), FAST).tables
+    for frame in tables.values():
+        for column in {"compressor", "compressor_a", "compressor_b"} & set(frame.columns):
+            long = frame[column].astype(str) != "FullCache"
+            frame.loc[long, column] = frame.loc[long, column].astype(str) + suffix
     figures = plot_all(tables, tmp_path / "out", workers=1, extra=FIGURES)
     assert sum(map(len, figures.values())) >= 4  # heatmaps, frontier, Jaccard, KVDiagnosis tiers
 

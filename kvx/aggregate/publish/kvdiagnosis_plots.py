@@ -69,7 +69,7 @@ def tier_heatmap(tiers: pd.DataFrame, out: Path) -> list[Path]:
     for (reader,), group in _groups(pooled, ["reader"]):
         rows = _first_seen(group["workload"])
         cells = {(k[0], TIER_LABELS[k[1]]): v for k, v in _cells(group, "workload", "tier").items()}
-        fig, (ax,) = _figure(2.0 * len(TIERS) + 3.5, 0.55 * len(rows) + 1.9)
+        fig, (ax,) = _figure(2.0 * len(TIERS) + 3.5, 0.55 * len(rows) + 1.9, labels=rows)
         vmax = max(10.0, 10 * float(np.ceil(10 * np.nan_to_num(group["cw_rate"].max()))))
         cols = [TIER_LABELS[t] for t in TIERS]
         _heat(ax, cells, rows, cols, _tier_rate, "magma_r", (0.0, vmax), "C→W rate (%)")
@@ -149,7 +149,7 @@ def task_heatmap(task_failures: pd.DataFrame, out: Path) -> list[Path]:
     paths = []
     for (name, reader), group in _with_tasks(task_failures):
         rows, cols = _first_seen(group["task"]), _first_seen(group["method"])
-        fig, (ax,) = _figure(1.0 * len(cols) + 4.0, 0.5 * len(rows) + 2.0)
+        fig, (ax,) = _figure(1.0 * len(cols) + 4.0, 0.5 * len(rows) + 2.0, labels=rows)
         top = max(1.0, float(group["n_cw"].max()))
         _heat(ax, _cells(group, "task", "method"), rows, cols, _task_count, "magma_r", (0.0, top), "C→W rows")
         ax.set_xlabel("method (all settings)")
@@ -167,7 +167,7 @@ def task_bars(task_failures: pd.DataFrame, out: Path) -> list[Path]:
     paths = []
     for (name, reader), group in _with_tasks(task_failures):
         per = group.groupby("task", sort=False)["n_cw"].sum()
-        fig, (ax,) = _figure(7.0, 0.4 * len(per) + 1.6)
+        fig, (ax,) = _figure(7.0, 0.4 * len(per) + 1.6, labels=per.index)
         ys = np.arange(len(per))
         ax.barh(ys, per.to_numpy(float), color=_LINE_COLORS[0])
         for y, n in zip(ys, per.to_numpy(), strict=True):
@@ -194,7 +194,7 @@ def category_dots(workload_categories: pd.DataFrame, out: Path) -> list[Path]:
             continue
         order = _category_order(shown["category"])
         ys = {c: i for i, c in enumerate(order)}
-        fig, (ax,) = _figure(8.5, 0.45 * len(order) + 2.2)
+        fig, (ax,) = _figure(8.5, 0.45 * len(order) + 2.2, labels=order)
         for category in order:
             shares = 100 * shown.loc[shown["category"] == category, "share"].astype(float)
             if len(shares) > 1:
@@ -268,7 +268,14 @@ def settings_profile(settings: pd.DataFrame, out: Path) -> list[Path]:
     for (task,), group in _groups(settings, ["task"]):
         rows, cols = _first_seen(group["compressor"]), order_settings(group["setting"])
         cells = _cells(group, "compressor", "setting")
-        fig, axes = _figure(3 * (0.9 * len(cols) + 2.6), 2 * (0.42 * len(rows) + 1.3), ncols=3, nrows=2)
+        fig, axes = _figure(
+            3 * (0.9 * len(cols) + 2.6),
+            2 * (0.42 * len(rows) + 1.3),
+            ncols=3,
+            nrows=2,
+            labels=rows,
+            labelled=3,
+        )
         for ax, (column, title, higher) in zip(axes, PROFILE_PANELS, strict=True):
             values = pd.to_numeric(group.get(column, pd.Series(dtype=float)), errors="coerce")
             if values.isna().all():  # one note, not a grid of N/A cells (each costs a hatch and a label)

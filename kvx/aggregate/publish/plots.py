@@ -15,12 +15,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from matplotlib import colormaps, ticker
+from matplotlib import colormaps, rcParams, ticker
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Rectangle
+from matplotlib.textpath import TextPath
 
 from kvx.aggregate.publish import kept_figures
 from kvx.aggregate.publish.canvas import save_png
@@ -54,6 +56,9 @@ CATEGORY_COLORS: dict[str, str] = dict(
 _EXTRA_COLORS = ("#000000", "#661100", "#332288", "#117733")
 _POOLED = "all"
 PANELS_PER_ROW = 5  # small multiples wrap after this many panels
+#: inches of row labels every figure's width already leaves room for (about 18 characters); longer
+#: labels (a plugin's composed compressor, a pair of them) widen the figure by the rest
+LABEL_ROOM = 1.5
 
 
 def order_settings(labels: Iterable[object]) -> list[str]:
@@ -83,7 +88,9 @@ def heatmaps(matrix: pd.DataFrame, out: Path) -> list[Path]:
         rows = _first_seen(compressed["compressor"])
         cols = order_settings(compressed["setting"])
         cells = _cells(compressed, "compressor", "setting")
-        fig, (ax_a, ax_b) = _figure(2 * (1.1 * len(cols) + 2.2), 0.55 * len(rows) + 1.8, ncols=2)
+        fig, (ax_a, ax_b) = _figure(
+            2 * (1.1 * len(cols) + 2.2), 0.55 * len(rows) + 1.8, ncols=2, labels=rows, labelled=2
+        )
         _heat(ax_a, cells, rows, cols, _score_cell, "viridis", (0.0, 100.0), "mean task score (%)")
         _heat(ax_b, cells, rows, cols, _rate_cell, "magma_r", (0.0, _rate_vmax(compressed)), "C→W rate (%)")
         ax_a.set_title("(A) mean task score (%)")
@@ -113,7 +120,7 @@ def jaccard_heatmap(matched: pd.DataFrame, out: Path) -> list[Path]:
         ncols = min(len(panels), PANELS_PER_ROW)
         nrows = -(-len(panels) // ncols)
         fig, axes = _figure(
-            ncols * (0.9 * len(cols) + 1.0) + 3.0, nrows * (0.32 * len(rows) + 1.2) + 1.0, ncols, nrows
+            ncols * (0.9 * len(cols) + 1.0) + 3.0, nrows * (0.32 * len(rows) + 1.2) + 1.0, ncols, nrows, rows
         )
         for i, (ax, ((task,), panel)) in enumerate(zip(axes, panels, strict=False)):
             _heat(ax, _cells(panel, "pair", "setting"), rows, cols, _jaccard_cell, "viridis", (0.0, 1.0), "")
@@ -148,7 +155,7 @@ def category_bars(categories: pd.DataFrame, out: Path) -> list[Path]:
         bars = _bars(group, "") + _bars(pooled, "all tasks (pooled)")
         if not bars:
             continue
-        fig, (ax,) = _figure(9.0, 0.45 * len(bars) + 1.8)
+        fig, (ax,) = _figure(9.0, 0.45 * len(bars) + 1.8, labels=[label for label, _ in bars])
         _stacked(ax, bars, order)
         title = "all tasks (pooled)" if task == _POOLED else f"{task} · {reader}"
         ax.set_title(f"C→W diagnostic categories: {title}", fontsize=10)
@@ -161,12 +168,13 @@ def forest_plot(separation: pd.DataFrame, out: Path) -> list[Path]:
     if separation.empty:
         return []
     n = len(separation)
-    fig, (ax,) = _figure(7.5, 0.5 * n + 1.4)
+    labels = [_forest_label(row) for row in separation.itertuples(index=False)]
+    fig, (ax,) = _figure(7.5, 0.5 * n + 1.4, labels=labels)
     ys = np.arange(n)
     for y, row in zip(ys, separation.itertuples(index=False), strict=True):
         _forest_row(ax, float(y), row)
     ax.axvline(0.5, color="black", linestyle="--", linewidth=1)
-    ax.set_yticks(ys, labels=[_forest_label(row) for row in separation.itertuples(index=False)])
+    ax.set_yticks(ys, labels=labels)
     ax.set_ylim(n - 0.5, -0.5)
     ax.set_xlim(0.0, 1.0)
     ax.set_xlabel("stratified AUROC, C→W vs C→C (95% interval, descriptive)")
@@ -752,10 +760,21 @@ def _scaling(ax: Axes, valid: pd.DataFrame) -> None:
 # --- figure plumbing -----------------------------------------------------------------------------
 
 
-def _figure(width: float, height: float, ncols: int = 1, nrows: int = 1) -> tuple[Figure, list[Axes]]:
+def _figure(
+    width: float, height: float, ncols: int = 1, nrows: int = 1, labels: Iterable[str] = (), labelled: int = 1
+) -> tuple[Figure, list[Axes]]:
+    """A constrained-layout figure, widened for ``labels`` (the row labels, drawn left of ``labelled``
+    panels in a row): constrained layout gives up, warning, when labels leave the axes no width."""
+    width += labelled * max(0.0, _text_inches(labels) - LABEL_ROOM)
     fig = Figure(figsize=(min(width, 30.0), min(height, 30.0)), layout="constrained")
     FigureCanvasAgg(fig)
     return fig, list(np.atleast_1d(fig.subplots(nrows, ncols)).ravel())
+
+
+def _text_inches(labels: Iterable[str]) -> float:
+    """The widest of ``labels`` as a y tick label is drawn (rcParams' size), in inches."""
+    font = FontProperties(size=rcParams["ytick.labelsize"])
+    return max((TextPath((0, 0), str(t), prop=font).get_extents().width / 72 for t in labels), default=0.0)
 
 
 def _save(fig: Figure, path: Path) -> Path:
