@@ -25,22 +25,39 @@ from pathlib import Path
 
 from kvx.stores import postgres
 from kvx.stores.health import wait_healthy
+from kvx.stores.tags import embedded_store
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m kvx.server", description=__doc__.split("\n\n")[0])
     store = p.add_mutually_exclusive_group()
-    store.add_argument("--backend-store-uri", help="database for runs (default: outputs/mlflow.db)")
+    store.add_argument("--backend-store-uri", help="database for runs (default: OUTPUTS_DIR/mlflow.db)")
     store.add_argument("--postgres", metavar="DIR", help="create/start a private PostgreSQL cluster in DIR")
     p.add_argument("--postgres-port", type=int, help="port of the private cluster (default: a free one)")
     p.add_argument(
-        "--artifacts-destination", default="outputs/mlartifacts", help="folder or s3://bucket/path"
+        "--outputs-dir",
+        metavar="OUTPUTS_DIR",
+        help="serve the store runs with outputs_dir=OUTPUTS_DIR keep (default: the runs' default, outputs)",
+    )
+    p.add_argument(
+        "--artifacts-destination", help="folder or s3://bucket/path (default: OUTPUTS_DIR/mlartifacts)"
     )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=5000)
     p.add_argument("--workers", type=int, default=2, help="server worker processes")
     p.add_argument("--wait-s", type=float, default=120, help="how long to wait for the server to answer")
     return p.parse_args(argv)
+
+
+def served_store(outputs_dir: str | None) -> tuple[str, str]:
+    """The database (an absolute sqlite URI, its folder made) and artifact folder that runs with
+    ``outputs_dir=...`` keep, so a server started beside them serves what they wrote."""
+    backend, artifacts = embedded_store(outputs_dir)
+    if backend.startswith("sqlite:///"):
+        database = Path(backend.removeprefix("sqlite:///")).resolve()
+        database.parent.mkdir(parents=True, exist_ok=True)
+        backend = f"sqlite:///{database}"
+    return backend, artifacts
 
 
 def command(backend: str, artifacts: str, host: str, port: int, workers: int) -> list[str]:
@@ -81,12 +98,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"kvx.server: --postgres {args.postgres}: {exc}", file=sys.stderr)
             return 2
         print(f"kvx.server: PostgreSQL on 127.0.0.1:{cluster.port} ({args.postgres})", flush=True)
-    if backend is None:
-        Path("outputs").mkdir(exist_ok=True)
-        backend = f"sqlite:///{Path('outputs/mlflow.db').resolve()}"
+    embedded, artifacts = served_store(args.outputs_dir)
+    backend = backend or embedded
     url = f"http://{args.host}:{args.port}"
     process = subprocess.Popen(
-        command(backend, args.artifacts_destination, args.host, args.port, args.workers),
+        command(backend, args.artifacts_destination or artifacts, args.host, args.port, args.workers),
         start_new_session=True,
     )
     stop = {"now": False}

@@ -164,6 +164,11 @@ COVERED = (
         "tests/test_cli.py::test_a_run_with_outputs_dir_is_aggregated_there_and_logs_what_results_md_lists",
         '"--outputs-dir", "D"',
     ),
+    Covered(
+        "python -m kvx.server --outputs-dir D",
+        "tests/test_server.py::test_the_server_serves_the_store_runs_with_that_outputs_dir_write",
+        '["--outputs-dir", outputs_dir]',
+    ),
     Covered("python -m kvx.server", "tests/test_tracking_server.py::Server", '"kvx.server",'),
     Covered(
         "python -m kvx.server --postgres outputs/pg", "tests/test_tracking_server.py::Server", '"--postgres",'

@@ -31,12 +31,25 @@ def tracking_uri(cfg: DictConfig) -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or str(cfg.mlflow.tracking_uri)
 
 
-def run_store(outputs_dir: str | None = None) -> tuple[str, str]:
-    """The ``outputs_dir`` and tracking URI of a run given ``outputs_dir=...`` (None: the default), read
-    from the run's own config, so that readers of a store (the aggregate) find what the runs wrote."""
+def _store_config(outputs_dir: str | None) -> DictConfig:
+    """The run config's ``outputs_dir`` and ``mlflow`` groups, with ``outputs_dir=...`` applied."""
     from omegaconf import OmegaConf
 
     cfg = OmegaConf.load(Path(conf_dir()) / "config.yaml")
     if outputs_dir is not None:
         cfg.outputs_dir = outputs_dir
+    return cfg
+
+
+def run_store(outputs_dir: str | None = None) -> tuple[str, str]:
+    """The ``outputs_dir`` and tracking URI of a run given ``outputs_dir=...`` (None: the default), read
+    from the run's own config, so that readers of a store (the aggregate) find what the runs wrote."""
+    cfg = _store_config(outputs_dir)
     return str(cfg.outputs_dir), tracking_uri(cfg)
+
+
+def embedded_store(outputs_dir: str | None = None) -> tuple[str, str]:
+    """The database and artifact folder a run with ``outputs_dir=...`` keeps when it logs to no server
+    (``MLFLOW_TRACKING_URI`` aside): what a tracking server serves for those runs' folder."""
+    cfg = _store_config(outputs_dir)
+    return str(cfg.mlflow.tracking_uri), str(cfg.mlflow.artifact_location)
