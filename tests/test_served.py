@@ -431,3 +431,13 @@ def test_the_summary_transform_compresses_through_a_served_model(server) -> None
     (segment,) = summary.apply(source)
     assert segment.role == "passage" and segment.title == "Summary"
     assert segment.text == summary.apply(source)[0].text  # greedy on the server: the same summary
+
+
+def test_a_cached_reply_holding_a_lone_surrogate_reads_back_the_same(tmp_path):
+    """A server's JSON may escape half an emoji (``\\ud83d``): the reply is cached and comes back equal,
+    from an ASCII file whatever the locale's encoding."""
+    cache = ResponseCache(tmp_path / "responses")
+    reply = {"choices": [{"message": {"content": "ok \ud83d and é \x00"}}]}
+    cache.put("ab" * 32, reply)
+    assert cache.get("ab" * 32) == reply
+    assert next((tmp_path / "responses").rglob("*.json")).read_bytes().isascii()

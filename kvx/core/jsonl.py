@@ -7,9 +7,21 @@ Lines end at ``\\n`` only (the JSON Lines rule): a JSON string may hold U+2028 o
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+#: a code point UTF-8 cannot encode: a surrogate on its own (a pair is one code point in a ``str``)
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_line(value: Any) -> str:
+    """``value`` as one JSON line, text kept as written except a lone surrogate, which is escaped
+    (``\\udXXX``, as ``json.dumps`` escapes it): a served answer may hold one, and the line must still be
+    UTF-8, read back by ``json.loads`` to the same string."""
+    text = json.dumps(value, ensure_ascii=False)
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
 
 
 class JsonLineError(ValueError):

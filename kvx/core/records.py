@@ -23,6 +23,8 @@ from importlib.metadata import version
 from importlib.resources import files
 from typing import Any
 
+from kvx.core.jsonl import json_line
+
 SCHEMA_VERSION = "2"
 
 
@@ -229,9 +231,7 @@ def as_dicts(records: Iterable[Record]) -> list[dict[str, Any]]:
 
 def dumps(records: Iterable[Record | dict[str, Any]]) -> str:
     """JSON Lines text of records (the ``records.jsonl`` artifact and record directories)."""
-    return "".join(
-        json.dumps(r.to_dict() if isinstance(r, Record) else r, ensure_ascii=False) + "\n" for r in records
-    )
+    return "".join(json_line(r.to_dict() if isinstance(r, Record) else r) for r in records)
 
 
 #: the ``Answer.cost`` fields of any answer (``kvx.modeling.costs``), and those only a compressed one has

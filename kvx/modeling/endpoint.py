@@ -111,7 +111,9 @@ class ResponseCache:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(reply, sort_keys=True, ensure_ascii=False))
+        # ASCII (every other character escaped): a reply holding a lone surrogate is still cached, and
+        # the file reads back the same under any locale's encoding
+        tmp.write_text(json.dumps(reply, sort_keys=True))
         os.replace(tmp, path)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from kvx.core.jsonl import json_line
 from kvx.core.records import SCHEMA_VERSION, Record
 
 
@@ -42,7 +43,7 @@ class Spool:
     def add(self, record: Record) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record.to_dict(), ensure_ascii=False) + "\n")
+            fh.write(json_line(record.to_dict()))
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)
