@@ -321,3 +321,13 @@ def test_help_prints_usage_and_an_unknown_argument_is_an_error() -> None:
     assert done.returncode == 2 and "unrecognized arguments: --list" in done.stderr and not done.stdout
     done = plugins()
     assert done.returncode == 0 and done.stdout.startswith("kvx.tasks (")
+
+
+def test_the_wheel_lists_every_package_of_the_source_tree():
+    """``[tool.setuptools] packages`` is a list by hand (``kvx.conf`` is mapped from ``conf/``): a package
+    folder missing from it is missing from the built wheel, though an editable checkout imports it."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    root = Path(__file__).parents[1]
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {".".join(p.parent.relative_to(root).parts) for p in (root / "kvx").rglob("__init__.py")}
+    assert folders - listed == set()
