@@ -17,10 +17,10 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvx.aggregate.read.cells import label_cells
-from kvx.aggregate.read.rows import _text_hash, with_ids
+from kvx.aggregate.read.rows import _text_hash
 from kvx.aggregate.read.sources import DirectorySource
-from kvx.aggregate.read.validation import Validated, cross_check, validate_batch
+from kvx.aggregate.read.validation import Validated
+from kvx.aggregate.run import Options, validate
 from kvx.core.records import Answer, Record, dumps
 from kvx.stores.spool import Spool
 from kvx.testing.synthetic import controls, ratio_record
@@ -90,15 +90,9 @@ def store(folder: Path, records: list[Record]) -> None:
 
 
 def read(folder: Path) -> tuple[pd.DataFrame, Validated]:
-    """The aggregate's read stage (``kvx.aggregate.run.analyse`` up to the analyses)."""
-    source = DirectorySource([folder])
-    validated = Validated()
-    for batch in source.batches():
-        validated.merge(validate_batch(batch))
-    rows = validated.frame().sort_values("key", kind="stable").reset_index(drop=True)
-    rows, _ = label_cells(rows, validated.cells)
-    rows = with_ids(rows)
-    return cross_check(rows, validated, source), validated
+    """The aggregate's read stage (``kvx.aggregate.run.analyse`` up to the analyses), in this process."""
+    rows, validated, _ = validate(DirectorySource([folder]), Options(workers=1, progress=False))
+    return rows, validated
 
 
 def _text(value: Any) -> str | None:

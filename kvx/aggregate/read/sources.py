@@ -146,10 +146,14 @@ class Source:
         self.finished_cells.update(known.get("finished_cells", {}))
         for sweep, cells in known.get("reused", {}).items():
             self.reused.setdefault(sweep, set()).update(cells)
-        self.superseded.update(known.get("superseded", {}))
+        self._supersede(known.get("superseded", {}))
         for sweep, plan in known.get("plans", {}).items():
             self.plans.setdefault(sweep, {}).update(plan)
-        for sweep, by in known.get("superseded", {}).items():
+
+    def _supersede(self, by_sweep: dict[str, str]) -> None:
+        """Take on unfinished sweeps a later one resumed (old id -> new id), named in the description."""
+        self.superseded.update(by_sweep)
+        for sweep, by in by_sweep.items():
             self.description[f"superseded {sweep}"] = f"resumed and finished by sweep {by}"
 
 
@@ -252,9 +256,7 @@ class MlflowSource(Source):
         # every ledger, not only the selected sweeps': a later sweep reuses an earlier sweep's controls
         self.controls = [r for r in by_role.get("control", []) if r.info.status == "FINISHED"]
         self.controls.sort(key=lambda r: (r.info.start_time, r.info.run_id))
-        self.superseded = superseded(parents.values())
-        for sweep, by in self.superseded.items():
-            self.description[f"superseded {sweep}"] = f"resumed and finished by sweep {by}"
+        self._supersede(superseded(parents.values()))
         for run_id, run in parents.items():
             if wanted and run_id not in wanted or run_id in self.superseded:
                 continue  # a superseded sweep's grid is checked under the sweep that finished it

@@ -622,8 +622,7 @@ def _planned(group: pd.DataFrame, plan: dict[str, str]) -> list[Expected]:
             continue
         first = cell.iloc[0]
         split = (first["task"], first["reader"], first["seed"])
-        label = f"{first['task']} x {first['reader']} x seed {first['seed']} x "
-        out.append((f"{label}{first['compressor']}@{first['setting']}", split, set(cell["source_id"])))
+        out.append((_label(*split, first["compressor"], first["setting"]), split, set(cell["source_id"])))
     return out
 
 
@@ -636,13 +635,14 @@ def _product(group: pd.DataFrame) -> list[Expected]:
     cells = [(c, s) for c in sorted(settings.index) for s in ([FIXED] if settings[c] == {FIXED} else swept)]
     present = group.groupby(["task", "reader", "seed", "compressor", "setting"])["source_id"].agg(set)
     return [
-        (
-            f"{task} x {reader} x seed {seed} x {comp}@{setting}",
-            (task, reader, seed),
-            present.get((task, reader, seed, comp, setting)),
-        )
-        for (task, reader, seed), (comp, setting) in product(list(splits), cells)
+        (_label(*split, comp, setting), split, present.get((*split, comp, setting)))
+        for split, (comp, setting) in product(list(splits), cells)
     ]
+
+
+def _label(task: Any, reader: Any, seed: Any, compressor: Any, setting: Any) -> str:
+    """How an expected-cells problem names its cell."""
+    return f"{task} x {reader} x seed {seed} x {compressor}@{setting}"
 
 
 def severity_counts(problems: Iterable[Problem]) -> dict[str, int]:
