@@ -42,6 +42,13 @@ class Prompt:
     truncated: int = 0
 
 
+def token_count(tokenizer: PreTrainedTokenizerBase, text: str) -> int:
+    """How many tokens ``text`` takes, as every stage counts them (``LoadedReader.count_tokens``, what
+    tasks size prompts with): a reader's ``token_counter()`` hook built on its tokenizer alone counts
+    with this too, so a check made before the weights load finds the run's own numbers."""
+    return len(tokenizer.encode(text, add_special_tokens=False))
+
+
 @dataclass
 class LoadedReader:
     name: str
@@ -86,7 +93,7 @@ class LoadedReader:
         return self.fabric.autocast() if self.fabric is not None else contextlib.nullcontext()
 
     def count_tokens(self, text: str) -> int:
-        return len(self.tokenizer.encode(text, add_special_tokens=False))
+        return token_count(self.tokenizer, text)
 
     def encode(self, context: str, question: str, answer_prefix: str = "", system: str = "") -> Prompt:
         """Apply the chat template the way kvpress's ``preprocess`` does, so answers match it; a
@@ -185,7 +192,12 @@ def attn_implementation(model: PreTrainedModel, name: str | None) -> Iterator[No
 
 class Reader(Protocol):
     """What loading asks of a configured reader (``kvx.readers.base.Reader`` is one): a dataclass
-    whose fields and fingerprint identify it."""
+    whose fields and fingerprint identify it.
+
+    Optional hook, looked up with ``getattr``: ``token_counter() -> Callable[[str], int] | None``,
+    the run's own token count (``LoadedReader.count_tokens``; a served reader's sizing counter)
+    built without loading any weights, so checks that need only the tokenizer
+    (``kvx.pipeline.fit.check_fits``) run before a model loads; None or absent: not known before."""
 
     accelerator: str
     precision: str

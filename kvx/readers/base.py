@@ -13,6 +13,7 @@ TPBench paper's readers did at 7,168 tokens (``LoadedReader.render``).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -55,6 +56,14 @@ class Reader(PromptLimit, ABC):
     @abstractmethod
     def load_model(self) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, str]:
         """Load (model, tokenizer, resolved revision) on the CPU in float32."""
+
+    def token_counter(self) -> Callable[[str], int] | None:
+        """Text -> token count exactly as the run counts (``kvx.modeling.reader.token_count`` over the
+        tokenizer ``load_model`` returns), built without loading weights: checks that need only the
+        tokenizer (``kvx.pipeline.fit.check_fits``: does each task's shortest prompt fit
+        ``context_tokens``?) then run before any model loads. None (the default): this reader cannot
+        count before it loads, and those checks wait for the run."""
+        return None
 
     def fingerprint(self) -> dict[str, str]:
         """What the fields alone leave open — the resolved revision or a hash of the weights (and,

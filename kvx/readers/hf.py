@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -72,6 +73,13 @@ class HFReader(Reader):
         return AutoTokenizer.from_pretrained(
             self.model_id, revision=revision, trust_remote_code=self.trust_remote_code
         )
+
+    def token_counter(self) -> Callable[[str], int]:
+        """The tokenizer ``load_model`` loads (same id and revision), without the weights."""
+        from kvx.modeling.reader import token_count
+
+        tok = self._tokenizer(self.revision)
+        return lambda text: token_count(tok, text)
 
     def load_model(self) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, str]:
         import torch

@@ -146,6 +146,10 @@ class OpenAIReader(Reader):
         )
         return model.lower()
 
+    def token_counter(self) -> Any:
+        """The counter the served run sizes prompts with (``endpoint``'s), offline: no server asked."""
+        return token_counter(self.tokenizer)
+
     def load_model(self) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, str]:
         raise ConfigError("reader=openai answers through an endpoint: it has no weights to load")
 

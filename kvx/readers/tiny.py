@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -10,6 +11,7 @@ from kvx.core.errors import ConfigError
 from kvx.readers.base import Reader
 
 if TYPE_CHECKING:
+    from tokenizers import Tokenizer
     from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -20,16 +22,34 @@ CHAT_TEMPLATE = (
 )
 
 
-def byte_tokenizer() -> PreTrainedTokenizerFast:
-    """One token per byte plus ChatML specials: a real fast tokenizer with no files to fetch."""
+def _byte_core() -> Tokenizer:
+    """The byte-level BPE both tokenizers below are built on (``tokenizers`` only: no transformers)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     vocab = {tok: i for i, tok in enumerate(SPECIALS + sorted(alphabet))}
     core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     core.decoder = decoders.ByteLevel()
+    return core
+
+
+def byte_counter() -> Callable[[str], int]:
+    """``byte_tokenizer``'s token count (``encode(text, add_special_tokens=False)``) in a few
+    milliseconds: the same core with the specials matched whole, as transformers registers them,
+    without importing transformers (seconds)."""
+    from tokenizers import AddedToken
+
+    core = _byte_core()
+    core.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in SPECIALS])
+    return lambda text: len(core.encode(text, add_special_tokens=False).ids)
+
+
+def byte_tokenizer() -> PreTrainedTokenizerFast:
+    """One token per byte plus ChatML specials: a real fast tokenizer with no files to fetch."""
+    from transformers import PreTrainedTokenizerFast
+
+    core = _byte_core()
     tok = PreTrainedTokenizerFast(
         tokenizer_object=core, bos_token="<|im_start|>", eos_token="<|im_end|>", pad_token="<|endoftext|>"
     )
@@ -60,6 +80,9 @@ class TinyLlama(Reader):
                 f"reader.hidden_size={self.hidden_size}, reader.num_attention_heads={heads} and "
                 f"reader.num_key_value_heads={kv_heads}: each must divide the one before"
             )
+
+    def token_counter(self) -> Callable[[str], int]:
+        return byte_counter()  # the tokenizer does not depend on the fields
 
     def load_model(self) -> tuple[LlamaForCausalLM, PreTrainedTokenizerFast, str]:
         import torch

@@ -79,3 +79,11 @@ class Task(ABC):
 
     def validate(self) -> None:  # noqa: B027 - optional hook, most tasks have nothing to check
         """Raise ``kvx.core.errors.ConfigError`` for a setting that cannot run, before any model loads."""
+
+    def check_budget(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> None:  # noqa: B027
+        """Raise ``ValueError`` exactly when ``sources(n, seed, context_tokens, count_tokens)`` would
+        fail for lack of room (``context_tokens`` too small for this task's shortest prompt), with the
+        message ``sources`` would give. ``count_tokens`` is the reader's own counter, built from its
+        tokenizer before any weights load (``kvx.pipeline.fit.check_fits``, which the sweep calls for
+        every cell before the first model loads). Cheap: no split beyond what the check needs, no
+        download. The default checks nothing: tasks whose prompts are not sized to a budget."""

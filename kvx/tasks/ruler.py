@@ -92,6 +92,12 @@ def _draw_unique(draw: Callable[[], str], used: set[str]) -> str:
     return value
 
 
+def too_small(context_tokens: int, shortest: int) -> str:
+    """Why a split cannot be built (:func:`fit_units` and ``RulerTask.check_budget`` say it alike)."""
+    shortest_prompt = f"the shortest prompt of this task has {shortest} tokens"
+    return f"context_tokens={context_tokens} is too small: {shortest_prompt}"
+
+
 def fit_units(
     measure: Callable[[int], int], target: int, lowest: int, highest: int, hint: int
 ) -> tuple[int, int]:
@@ -123,10 +129,7 @@ def fit_units(
                 lo = probe
                 break
             if probe == lowest:
-                raise ValueError(
-                    f"context_tokens={target} is too small: the shortest prompt of this task has "
-                    f"{seen[lowest]} tokens"
-                )
+                raise ValueError(too_small(target, seen[lowest]))
             hi, step = probe, step * 2
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -221,12 +224,16 @@ class RulerTask(Task):
         """Draw everything independent of haystack size from ``rng`` (and size any fixed example with
         ``count_tokens``); return a pure size -> prompt map."""
 
+    def _rng(self, seed: int, index: int) -> random.Random:
+        """Source ``index``'s draws: from (seed, index) alone."""
+        return random.Random(f"{self.name}:{seed}:{index}")
+
     def sources(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> list[Source]:
         lowest, highest = self._units(context_tokens)
         out: list[Source] = []
         units = lowest
         for index in range(n):
-            build = self._builder(random.Random(f"{self.name}:{seed}:{index}"), context_tokens, count_tokens)
+            build = self._builder(self._rng(seed, index), context_tokens, count_tokens)
             measure = functools.partial(_measure, build, count_tokens)
             units, tokens = fit_units(measure, context_tokens, lowest, highest, hint=units)
             prompt = build(units)
@@ -235,6 +242,17 @@ class RulerTask(Task):
                 Source(id=f"ruler_{self.name}_{index:06d}", **{**prompt._asdict(), "metadata": metadata})
             )
         return out
+
+    def check_budget(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> None:
+        """``sources`` fails exactly when some source's prompt at the smallest haystack exceeds
+        ``context_tokens`` (:func:`fit_units`, its measure growing with the haystack): measure each
+        source's shortest prompt, as ``sources`` draws it, and fail at the first one as it does."""
+        lowest, _ = self._units(context_tokens)
+        for index in range(n):
+            build = self._builder(self._rng(seed, index), context_tokens, count_tokens)
+            shortest = _measure(build, count_tokens, lowest)
+            if shortest > context_tokens:
+                raise ValueError(too_small(context_tokens, shortest))
 
     def evaluate(self, answer: str, source: Source) -> Score:
         return Score.of(string_match_all(answer, source.answers), answer.strip())

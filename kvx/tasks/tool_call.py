@@ -495,6 +495,32 @@ def bfcl_catalogs(
     Every catalog lists its tools in one seeded order, so a shard's text grows line by line as
     distractors join. Nothing here depends on the split size beyond which tools are gold, so a larger
     split repeats a smaller one's catalogs (all but its last) and their stored controls serve both."""
+    render, measure = _catalog_measure(tools, asked, seed, count_tokens)
+    out = []
+    for index, gold in enumerate(bfcl_gold_shards(asked, measure, budget)):
+        pool = [name for name in tools if name not in set(gold)]
+        random.Random(f"tool_call:bfcl:{seed}:{index}").shuffle(pool)
+        k, _ = fit_units(lambda k, g=gold, p=pool: measure(g + p[:k], g), budget, 0, len(pool), hint=0)
+        out.append(BfclShard(gold, *render(gold + pool[:k]), len(gold) + k))
+    return out
+
+
+def bfcl_gold_shards(
+    asked: dict[str, list[str]], measure: Callable[[list[str], list[str]], int], budget: int
+) -> list[list[str]]:
+    """:func:`bfcl_catalogs`' shards of gold tools, before distractors fill them: each measured as its
+    own catalog with its costliest question. The only step of a split that can run out of room
+    (ValueError): filling with distractors starts from the gold catalog, which fits."""
+    return bfcl_shards(list(asked), lambda names: measure(names, names), budget)
+
+
+def _catalog_measure(
+    tools: dict[str, dict[str, Any]], asked: dict[str, list[str]], seed: int, count_tokens: CountTokens
+) -> tuple[
+    Callable[[list[str]], tuple[str, dict[str, tuple[int, int]]]], Callable[[list[str], list[str]], int]
+]:
+    """A catalog's text and spans from its tool names (in the split's seeded layout), and a shard's
+    longest prompt: the catalog of ``names`` with the costliest question of its ``gold`` tools."""
     layout = list(tools)
     random.Random(f"tool_call:bfcl:{seed}").shuffle(layout)
     rank = {name: position for position, name in enumerate(layout)}
@@ -507,17 +533,10 @@ def bfcl_catalogs(
         return count_tokens(question)
 
     def measure(names: list[str], gold: list[str]) -> int:
-        """The shard's longest prompt: the catalog of ``names`` with the costliest question of ``gold``."""
         longest = max((question for name in gold for question in asked[name]), key=cost, default="")
         return count_tokens(f"{render(names)[0]}\n{longest}")
 
-    out = []
-    for index, gold in enumerate(bfcl_shards(list(asked), lambda names: measure(names, names), budget)):
-        pool = [name for name in tools if name not in set(gold)]
-        random.Random(f"tool_call:bfcl:{seed}:{index}").shuffle(pool)
-        k, _ = fit_units(lambda k, g=gold, p=pool: measure(g + p[:k], g), budget, 0, len(pool), hint=0)
-        out.append(BfclShard(gold, *render(gold + pool[:k]), len(gold) + k))
-    return out
+    return render, measure
 
 
 # ---------------------------------------------------------------- the task
@@ -620,21 +639,7 @@ class ToolCall(Task):
         ``context_tokens`` (:func:`bfcl_shards`), each filled with distractors up to the budget.
         Sources come shard by shard, so the engine compresses each catalog once and frees it after its
         last request."""
-        files, requests, excluded = self._bfcl_requests()
-        if n > len(requests):
-            left_out = "; ".join(f"{key}: {why}" for key, why in excluded.items())
-            raise ValueError(
-                f"BFCL {self.bfcl_category} has {len(requests)} runnable requests of "
-                f"{len(requests) + len(excluded)}; asked for {n}"
-                + (f" (left out: {left_out})" if left_out else "")
-            )
-        order = seeded_order(len(requests), len(requests), seed)
-        chosen = [requests[index] for index in order[:n]]
-        questions: dict[str, list[str]] = {}
-        for request in requests:  # every request of a tool, chosen or not: its shard fits any split size
-            questions.setdefault(request["name"], []).append(_question(request["text"]))
-        asked = {request["name"]: questions[request["name"]] for request in chosen}
-        tools = {requests[index]["name"]: requests[index]["tool"] for index in order}
+        files, chosen, asked, tools = self._bfcl_split(n, seed)
         shards = bfcl_catalogs(tools, asked, seed, context_tokens, count_tokens)
         shard_of = {name: index for index, shard in enumerate(shards) for name in shard.gold}
         out = []
@@ -663,6 +668,36 @@ class ToolCall(Task):
                 )
             )
         return out
+
+    def _bfcl_split(
+        self, n: int, seed: int
+    ) -> tuple[BfclFiles, list[dict[str, Any]], dict[str, list[str]], dict[str, dict[str, Any]]]:
+        """The category's files, the ``n`` requests chosen (a seeded order), every question of each
+        chosen tool (name -> questions) and every tool in that order (name -> definition)."""
+        files, requests, excluded = self._bfcl_requests()
+        if n > len(requests):
+            left_out = "; ".join(f"{key}: {why}" for key, why in excluded.items())
+            raise ValueError(
+                f"BFCL {self.bfcl_category} has {len(requests)} runnable requests of "
+                f"{len(requests) + len(excluded)}; asked for {n}"
+                + (f" (left out: {left_out})" if left_out else "")
+            )
+        order = seeded_order(len(requests), len(requests), seed)
+        chosen = [requests[index] for index in order[:n]]
+        questions: dict[str, list[str]] = {}
+        for request in requests:  # every request of a tool, chosen or not: its shard fits any split size
+            questions.setdefault(request["name"], []).append(_question(request["text"]))
+        asked = {request["name"]: questions[request["name"]] for request in chosen}
+        tools = {requests[index]["name"]: requests[index]["tool"] for index in order}
+        return files, chosen, asked, tools
+
+    def check_budget(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> None:
+        """``source=bfcl``: pack the split's gold tools into catalogs of ``context_tokens`` as
+        ``sources`` does (a tool whose catalog with its requests is over the budget fails the same
+        way); the built-in catalogs are not sized to the budget."""
+        if self.source == "bfcl":
+            _, _, asked, tools = self._bfcl_split(n, seed)
+            bfcl_gold_shards(asked, _catalog_measure(tools, asked, seed, count_tokens)[1], context_tokens)
 
     def manifest(self, n: int, seed: int) -> dict[str, Any] | None:
         """BFCL: the category read, how many of its entries run, each one left out with its reason,
