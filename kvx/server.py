@@ -21,14 +21,17 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
+from kvx.core import commands
+from kvx.core.errors import ConfigError
 from kvx.stores import postgres
 from kvx.stores.health import wait_healthy
 from kvx.stores.tags import embedded_store
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m kvx.server", description=__doc__.split("\n\n")[0])
     store = p.add_mutually_exclusive_group()
     store.add_argument("--backend-store-uri", help="database for runs (default: OUTPUTS_DIR/mlflow.db)")
@@ -86,31 +89,45 @@ def command(backend: str, artifacts: str, host: str, port: int, workers: int) ->
     ]
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve until Ctrl-C or SIGTERM, in-process; the exit code (bad input: one ``kvx.server: ...``
+    line and 2; a server that never answered: that line and 1, said in :func:`kvx.core.commands.run`)."""
+    return commands.run("kvx.server", _main, argv)
+
+
+def _main(argv: list[str]) -> int:
     args = parse_args(argv)
-    cluster = None
     backend = args.backend_store_uri
-    if args.postgres:
-        cluster = postgres.Cluster(Path(args.postgres), args.postgres_port)
-        try:
-            backend = cluster.start()
-        except RuntimeError as exc:
-            print(f"kvx.server: --postgres {args.postgres}: {exc}", file=sys.stderr)
-            return 2
-        print(f"kvx.server: PostgreSQL on 127.0.0.1:{cluster.port} ({args.postgres})", flush=True)
-    embedded, artifacts = served_store(args.outputs_dir)
-    backend = backend or embedded
+    if not args.postgres:
+        return _serve(args, backend)
+    cluster = postgres.Cluster(Path(args.postgres), args.postgres_port)
+    try:
+        backend = cluster.start()
+    except RuntimeError as exc:
+        raise ConfigError(f"--postgres {args.postgres}: {exc}") from None
+    print(f"kvx.server: PostgreSQL on 127.0.0.1:{cluster.port} ({args.postgres})", flush=True)
+    try:
+        return _serve(args, backend)
+    finally:
+        cluster.stop()
+
+
+def _serve(args: argparse.Namespace, backend: str | None) -> int:
+    try:
+        embedded, artifacts = served_store(args.outputs_dir)
+        argv = command(
+            backend or embedded, args.artifacts_destination or artifacts, args.host, args.port, args.workers
+        )
+    except OSError as exc:  # a folder for the store or the artifacts that cannot be made
+        raise ConfigError(f"cannot make {exc.filename}: {exc.strerror}") from None
     url = f"http://{args.host}:{args.port}"
-    process = subprocess.Popen(
-        command(backend, args.artifacts_destination or artifacts, args.host, args.port, args.workers),
-        start_new_session=True,
-    )
+    process = subprocess.Popen(argv, start_new_session=True)
     stop = {"now": False}
 
     def request_stop(signum: int, frame: object) -> None:
         stop["now"] = True
 
-    signal.signal(signal.SIGTERM, request_stop)
+    previous = signal.signal(signal.SIGTERM, request_stop)
     try:
         wait_healthy(f"{url}/health", process, args.wait_s)
         print(f"kvx.server: serving; export MLFLOW_TRACKING_URI={url}", flush=True)
@@ -118,9 +135,8 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.5)
     except KeyboardInterrupt:
         pass
-    except RuntimeError as exc:
-        print(f"kvx.server: {exc}", file=sys.stderr)
-        return 1
+    except RuntimeError as exc:  # it exited, or never answered
+        raise commands.Failed(str(exc)) from None
     finally:
         if process.poll() is None:  # the server and its workers are one process group
             os.killpg(process.pid, signal.SIGINT)
@@ -129,11 +145,10 @@ def main(argv: list[str] | None = None) -> int:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
-        if cluster is not None:
-            cluster.stop()
+        signal.signal(signal.SIGTERM, previous)
     print("kvx.server: stopped", file=sys.stderr)
     return 0 if process.returncode in (0, -signal.SIGINT, -signal.SIGTERM) else (process.returncode or 1)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

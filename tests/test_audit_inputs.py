@@ -102,8 +102,7 @@ def test_score_file_errors_and_the_cli(tmp_path, capsys):
     assert set(panel["metric"]) == {"em", "f1"} and (panel["n_rows"] == 10).all()
     readers = pd.read_csv(out / "audit_readers.csv")
     assert readers.query("reader == 'mid'")["family"].eq("big").all()  # --family overrides the file
-    with pytest.raises(SystemExit):
-        main(["--scores", str(good), "--records", str(tmp_path)])
+    assert main(["--scores", str(good), "--records", str(tmp_path)]) == 2
 
 
 def swap_rows() -> pd.DataFrame:

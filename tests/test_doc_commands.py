@@ -102,6 +102,7 @@ SCENARIOS = (
         (
             Step("python -m kvx --help"),
             Step("python -m kvx.plugins"),
+            Step("python -m kvx.plugins --check"),
             Step("source .venv/bin/activate"),
             Step("python -S -c pass"),
             Step('python -c "import torch, transformers.models.llama.modeling_llama, kvpress"'),

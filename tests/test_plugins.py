@@ -75,14 +75,15 @@ def sites(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def _kvx(
     args: list[str], cwd: Path, paths: Sequence[Path] = (), module: str = "kvx", **env: str
 ) -> tuple[subprocess.CompletedProcess[str], float]:
-    """Run ``python -m <module> args`` with only ``paths`` added to sys.path; return it and its wall time."""
+    """Run ``python -m <module> args`` (``python args`` for no module) with only ``paths`` added to
+    sys.path; return it and its wall time."""
     environ = {k: v for k, v in os.environ.items() if k not in {"MLFLOW_TRACKING_URI", "KVX_DISABLE_PLUGINS"}}
     environ["PYTHONPATH"] = os.pathsep.join(str(p) for p in paths)
     environ["TOKENIZERS_PARALLELISM"] = "false"
     environ.update(env)
     start = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", module, *args],
+        [sys.executable, *(["-m", module] if module else []), *args],
         cwd=cwd,
         env=environ,
         capture_output=True,
@@ -146,7 +147,7 @@ def test_value_norm_fast_path_equals_hook_path(
 
 @pytest.mark.slow
 def test_listing_shows_plugins_broken_and_colliding(sites: dict[str, Path], tmp_path: Path) -> None:
-    done, _ = _kvx([], tmp_path, list(sites.values()), module="kvx.plugins")
+    done, _ = _kvx(["--check"], tmp_path, list(sites.values()), module="kvx.plugins")
     assert done.returncode == 0, done.stderr
     compressors = _listing(done.stdout)["kvx.compressors"]
     by_name: dict[str, list[tuple[str, str, str]]] = {}
@@ -166,6 +167,28 @@ def test_listing_shows_plugins_broken_and_colliding(sites: dict[str, Path], tmp_
     ]
     assert not others, f"a broken plugin took others down: {others}"
     assert {"snapkv", "tova", "hqq"} <= set(by_name)
+
+
+@pytest.mark.slow
+def test_plain_listing_imports_no_plugin(sites: dict[str, Path], tmp_path: Path) -> None:
+    """Names, distributions and targets from the metadata alone: the broken plugin is listed (its
+    import would fail), the example's module and the kvpress it imports stay unimported."""
+    done, _ = _kvx([], tmp_path, list(sites.values()), module="kvx.plugins")
+    assert done.returncode == 0, done.stderr
+    compressors = _listing(done.stdout)["kvx.compressors"]
+    by_name = {(name, dist): detail for name, dist, _, detail in compressors}
+    assert by_name["broken_press", "kvx-broken-plugin"] == "kvx_broken_missing_module:Nope"
+    assert by_name["value_norm", "kvx-plugin-example"] == "kvx_plugin_example.compressor:ValueNorm"
+    assert by_name["snapkv", "kvx-shadow"].endswith("; shadowed by kvx's built-in, use kvx-shadow:snapkv")
+    assert not [d for d in by_name.values() if d.startswith(("ok", "broken"))], "no status without --check"
+    assert done.stdout.rstrip().endswith("--check` imports each entry and says ok or broken and why)")
+    probe = (
+        "import sys\nfrom kvx.plugins import main\nassert main([]) == 0\n"
+        "heavy = ('kvx_plugin_example', 'kvpress', 'torch')\n"
+        "print([m for m in heavy if m in sys.modules], file=sys.stderr)\n"
+    )
+    done, _ = _kvx(["-c", probe], tmp_path, [sites["example"]], module="")
+    assert done.returncode == 0 and done.stderr.strip() == "[]", done.stderr
 
 
 @pytest.mark.slow
@@ -321,6 +344,18 @@ def test_help_prints_usage_and_an_unknown_argument_is_an_error() -> None:
     assert done.returncode == 2 and "unrecognized arguments: --list" in done.stderr and not done.stdout
     done = plugins()
     assert done.returncode == 0 and done.stdout.startswith("kvx.tasks (")
+    assert "--check" in plugins("--help").stdout
+
+
+def test_a_reader_that_stops_early_gets_no_traceback() -> None:
+    """``python -m kvx.plugins | head -1``: the pipe closes before the listing is written."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kvx.plugins"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    process.stdout.close()  # the only reader: every write of the listing now fails
+    _, err = process.communicate(timeout=60)
+    assert err == "" and process.returncode == 141, err
 
 
 def test_the_wheel_lists_every_package_of_the_source_tree():

@@ -360,8 +360,7 @@ def test_every_control_table_comes_out_of_the_aggregate(tmp_path: Path) -> None:
 
 
 def test_null_options_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit):
-        main(["--scores", "x.csv", "--null-draws", "0"])
+    assert main(["--scores", "x.csv", "--null-draws", "0"]) == 2
     assert "--null-draws=0 must be a positive integer" in capsys.readouterr().err
 
 

@@ -71,7 +71,7 @@ def test_broken_entry_is_recorded_and_others_still_load(value: str, error: str) 
 
 
 def test_status_of_an_unloaded_broken_entry_loads_it() -> None:
-    """``python -m kvx.plugins`` reads ``status`` only; it must report broken without raising."""
+    """``python -m kvx.plugins --check`` reads ``status`` only; it must report broken without raising."""
     entry = _entry("broken", "kvx_no_such_module_xyz:Nope", dist="kvx-broken")
     assert entry.status == "broken" and "kvx_no_such_module_xyz" in (entry.error or "")
 

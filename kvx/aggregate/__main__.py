@@ -11,7 +11,7 @@ python -m kvx.aggregate --scores paired_scores.csv --manifest artifact_manifest.
 python -m kvx.aggregate --fail-on attenuated,reversed  # exit 3 when a compared upgrade is so labelled
 
 Exit codes: 0 done; 1 --strict and a validation problem; 2 bad input; 3 the release gate failed
-(--fail-on / --retention-alert: the comparisons are named on stderr).
+(--fail-on / --retention-alert: the comparisons are named on stderr); 130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 from kvx.aggregate.analyse.audit_outcomes import (
     ATTENUATED,
@@ -38,6 +39,7 @@ from kvx.aggregate.analyse.onset import DEFAULT_THRESHOLD, check_threshold
 from kvx.aggregate.read import cache
 from kvx.aggregate.read.sources import DirectorySource, MlflowSource, Source
 from kvx.aggregate.run import Options, Result, analyse
+from kvx.core import commands
 from kvx.core.errors import ConfigError
 from kvx.stores.tags import run_store
 
@@ -49,7 +51,7 @@ if TYPE_CHECKING:
 GATE_FAILED = 3  # exit code: a compared upgrade has an outcome --fail-on lists (1 and 2 are taken)
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m kvx.aggregate", description=__doc__.split("\n")[0])
     src = p.add_argument_group("input (an MLflow store by default)")
     src.add_argument(
@@ -281,14 +283,23 @@ def _store_hint(uri: str) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+#: what Ctrl-C says (the workers got it too and end at once, silently)
+INTERRUPTED = "interrupted; the store and records are unchanged, rerun to aggregate"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The aggregate, in-process: its exit code (the module's docstring); bad input is one
+    ``kvx.aggregate: ...`` line on stderr and 2, said in :func:`kvx.core.commands.run`."""
+    return commands.run("kvx.aggregate", _main, argv, interrupted=INTERRUPTED)
+
+
+def _main(argv: list[str]) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
     try:
         source, log_uri = build_source(args)
-    except (FileNotFoundError, LookupError, ConfigError) as exc:
-        print(f"kvx.aggregate: {exc}", file=sys.stderr)
-        return 2
+    except (FileNotFoundError, LookupError) as exc:  # no such store, experiment or sweep
+        raise ConfigError(str(exc)) from exc
     options = Options(
         n_splits=args.splits,
         n_boot=args.boot,
@@ -318,21 +329,26 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             result = audit_scores(args.scores, options, args.manifest)
-        except (FileNotFoundError, ValueError) as exc:
-            print(f"kvx.aggregate: {exc}", file=sys.stderr)
-            return 2
+        except (FileNotFoundError, ValueError) as exc:  # a scores file that is missing or malformed
+            raise ConfigError(str(exc)) from exc
         drawer = None
     else:
         kept = None if args.no_cache else cache.default_root()
         drawer = None if args.no_plots else _Figures(out, options.workers, kept)
-        if drawer is None:
-            result = analyse(source, options)
-        else:
-            result = analyse(source, options, on_table=drawer.add, while_reading=drawer.start)
+        try:
+            if drawer is None:
+                result = analyse(source, options)
+            else:
+                result = analyse(source, options, on_table=drawer.add, while_reading=drawer.start)
+        except BaseException:
+            if drawer is not None:
+                drawer.cancel()
+            raise
         exported = isinstance(source, DirectorySource) and source.manifests  # a store export may hold none
         if args.records and result.n_records == 0 and not exported:
-            print(f"kvx.aggregate: --records holds no records ({'; '.join(source.notes)})", file=sys.stderr)
-            return 2
+            if drawer is not None:
+                drawer.cancel()
+            raise ConfigError(f"--records holds no records ({'; '.join(source.notes)})")
     from kvx.aggregate.publish.write import publish
 
     report = publish(
@@ -396,6 +412,11 @@ class _Figures:
     def figures(self) -> dict[str, list[Path]]:
         return self.start().figures()
 
+    def cancel(self) -> None:
+        """The figures not begun are dropped, so leaving (Ctrl-C, bad input) waits for none of them."""
+        if self.drawer is not None:
+            self.drawer.cancel()
+
 
 def _summary(result: Result, notes: list[str], report: Path, seconds: float) -> None:
     errors = sum(p.severity == "error" for p in result.problems)
@@ -431,18 +452,5 @@ def _audit_headlines(result: Result) -> None:
         )
 
 
-def _interrupted() -> NoReturn:
-    """Ctrl-C: one line, not the tracebacks of the main process and its workers; the store is only read."""
-    print(
-        "\nkvx.aggregate: interrupted; the store and records are unchanged, rerun to aggregate",
-        file=sys.stderr,
-    )
-    sys.stderr.flush()
-    os._exit(130)  # the workers got the same Ctrl-C: no pool shutdown to wait for
-
-
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        _interrupted()
+    raise SystemExit(main())

@@ -2,12 +2,15 @@
 
 Fork, because the workers then start with everything the parent imported (pandas, matplotlib, the
 compiled schema) at no cost; where fork does not exist, or one CPU is all there is, work stays serial.
+A Ctrl-C at the terminal reaches every process of the group: a worker then ends at once and silently
+(no traceback of its own), and the main process says it was interrupted.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TypeVar
@@ -26,7 +29,14 @@ def can_fork(workers: int) -> bool:
 
 
 def pool(workers: int) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+    return ProcessPoolExecutor(
+        max_workers=workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_start
+    )
+
+
+def _worker_start() -> None:
+    """SIGINT ends a worker as it ends any program that does not catch it: at once, printing nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def imap(fn: Callable[[T], R], items: Iterable[T], workers: int, window: int = 4) -> Iterator[R]:
@@ -35,7 +45,8 @@ def imap(fn: Callable[[T], R], items: Iterable[T], workers: int, window: int = 4
     if not can_fork(workers):
         yield from map(fn, items)
         return
-    with pool(workers) as executor:
+    executor = pool(workers)
+    try:
         pending: list[Future[R]] = []
         for item in items:
             pending.append(executor.submit(fn, item))
@@ -43,6 +54,10 @@ def imap(fn: Callable[[T], R], items: Iterable[T], workers: int, window: int = 4
                 yield pending.pop(0).result()
         for future in pending:
             yield future.result()
+    except BaseException:  # Ctrl-C, an error, a consumer that stopped: run none of the items not begun
+        executor.shutdown(wait=False, cancel_futures=True)
+        raise
+    executor.shutdown()
 
 
 def forked(workers: int, fn: Callable[..., R], *args: object) -> Callable[[], R]:
@@ -56,6 +71,7 @@ def forked(workers: int, fn: Callable[..., R], *args: object) -> Callable[[], R]
     receive, send = context.Pipe(duplex=False)
 
     def child() -> None:
+        _worker_start()
         try:
             send.send((True, fn(*args)))
         except BaseException as exc:  # noqa: BLE001 - re-raised in the parent, where it is reported

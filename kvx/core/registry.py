@@ -2,7 +2,8 @@
 transforms and judges reach kvx, built-ins included, so a third-party package is a peer of kvx's own code.
 
 Entries load lazily and one at a time: a plugin whose import fails is recorded as broken and
-shown in ``python -m kvx.plugins`` without taking the others down. Two distributions that
+shown by ``python -m kvx.plugins --check`` without taking the others down (the plain listing imports
+nothing). Two distributions that
 register the same name are both kept under ``dist:name``. kvx's own built-in keeps the bare name
 (so a plugin cannot change what ``press=snapkv`` or the default config means); between two
 third-party distributions the bare name is ambiguous and asking for it is an error naming both.

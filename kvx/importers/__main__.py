@@ -14,9 +14,10 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
-import sys
+from collections.abc import Sequence
 from typing import NoReturn
 
+from kvx.core import commands
 from kvx.importers import IMPORTERS, BadInput
 
 PROG = "python -m kvx.importers"
@@ -26,41 +27,33 @@ class _Parser(argparse.ArgumentParser):
     """Usage mistakes are one line on stderr, like every other bad input."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"kvx.importers: {message}", file=sys.stderr)
-        raise SystemExit(2)
+        raise BadInput(message)
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def main(argv: Sequence[str] | None = None) -> int:
+    """One import, in-process: its exit code (the module's docstring); bad input is one
+    ``kvx.importers: ...`` line and 2, said in :func:`kvx.core.commands.run`."""
+    return commands.run("kvx.importers", _main, argv, user_errors=(BadInput,))
+
+
+def _main(argv: list[str]) -> int:
     known = ", ".join(sorted(IMPORTERS))
     if argv and argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         print(f"\nimporters: {known}; {PROG} NAME --help for its options")
         return 0
     if not argv:
-        print(
-            f"kvx.importers: give an importer: {PROG} NAME PATH --out DIR (importers: {known})",
-            file=sys.stderr,
-        )
-        return 2
+        raise BadInput(f"give an importer: {PROG} NAME PATH --out DIR (importers: {known})")
     name = argv[0]
     if name not in IMPORTERS:
         close = difflib.get_close_matches(name, IMPORTERS, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        print(f"kvx.importers: unknown importer {name!r} (known: {known}){hint}", file=sys.stderr)
-        return 2
+        raise BadInput(f"unknown importer {name!r} (known: {known}){hint}")
     module = importlib.import_module(IMPORTERS[name])
     parser = _Parser(prog=f"{PROG} {name}", description=(module.__doc__ or "").split("\n")[0])
     module.add_arguments(parser)
-    try:
-        args = parser.parse_args(argv[1:])
-        return int(module.run(args))
-    except SystemExit as exc:  # the parser's one line (or --help) already went out
-        return int(exc.code or 0)
-    except BadInput as exc:
-        print(f"kvx.importers: {exc}", file=sys.stderr)
-        return 2
+    return int(module.run(parser.parse_args(argv[1:])))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -482,6 +482,11 @@ class Drawer:
             if self.executor is not None:
                 self.executor.shutdown()
 
+    def cancel(self) -> None:
+        """Drop the figures not begun and return at once (the aggregate is leaving: Ctrl-C, bad input)."""
+        if self.executor is not None:
+            self.executor.shutdown(wait=False, cancel_futures=True)
+
 
 def _parts(frame: pd.DataFrame, keys: list[str] | None) -> list[pd.DataFrame]:
     """The frame split into one part per figure, in the order the function itself would draw them."""

@@ -92,4 +92,4 @@ def _write_pool(path: str, rows: list[dict]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())
