@@ -132,6 +132,9 @@ COVERED = (
     Covered("ruff check .", ".ci/run", ".venv/bin/ruff check ."),
     Covered("ruff format --check .", ".ci/run", ".venv/bin/ruff format --check ."),
     Covered("mkdocs build --strict", ".ci/run", ".venv/bin/mkdocs build --strict"),
+    Covered("bash scripts/wheel_check.sh", ".ci/run", "bash scripts/wheel_check.sh"),
+    Covered("kvx --help", "scripts/wheel_check.sh", '"$WORK/venv/bin/kvx" --help'),
+    Covered("python -m kvx.aggregate --strict", "scripts/wheel_check.sh", '"$VPY" -m kvx.aggregate --strict'),
     Covered('mkdocs build --strict -d "$(mktemp -d)"', ".ci/run", 'mkdocs build --strict -d "$(mktemp -d)"'),
     Covered(
         "python -m kvx.importers kvdiagnosis PATH --out DIR",

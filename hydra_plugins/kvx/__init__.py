@@ -1,0 +1,1 @@
+"""kvx's Hydra plugins (search path, config source, sweeper)."""
