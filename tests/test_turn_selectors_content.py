@@ -13,7 +13,7 @@ from helpers import save_tiny_bert
 
 from kvx.core.errors import ConfigError
 from kvx.core.ranking import top_k
-from kvx.modeling.lingua import offline_tiktoken
+from kvx.modeling.lingua import CL100K_URL, offline_tiktoken
 from kvx.turn_selectors.attention_proxy import (
     AttentionProxy,
     attention_received,
@@ -249,6 +249,7 @@ def test_offline_tiktoken_leaves_the_environment_and_uses_tiktokens_own_folder(t
     offline_tiktoken()
     assert dict(os.environ) == before
     assert tiktoken_cache() == tmp_path / "data-gym-cache"
+    assert (tmp_path / "data-gym-cache" / hashlib.sha1(CL100K_URL.encode()).hexdigest()).is_file()
     assert tiktoken.get_encoding("cl100k_base").encode("hello world") == [15339, 1917]
     monkeypatch.setenv("DATA_GYM_CACHE_DIR", str(tmp_path / "gym"))
     assert tiktoken_cache() == tmp_path / "gym"
