@@ -166,3 +166,55 @@ def compress_and_decode(engine, cell, reader, prompt):
 
     cache, run = compress(engine.caches, reader, cell.compressor, cell.ratio, prompt, cell.query_aware)
     return decode_compressed(reader, run, cache, cell.max_new_tokens), run
+
+
+# --- what a command would run, planned in this process (the sweeper's hydra.sweeper.plan=json) ---
+
+
+def plan(*args: str) -> list[dict]:
+    """The sweeps ``python -m kvx -m ARGS`` would run, each with its checked cells and jobs, from
+    ``kvx.cli.main.main`` in this process; nothing runs or is written. Fails the test with kvx's line."""
+    import contextlib
+    import io
+    import json
+
+    from kvx.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["-m", *args, "hydra.sweeper.plan=json"])
+    assert code == 0, err.getvalue()[-3000:]
+    return json.loads(out.getvalue())["sweeps"]
+
+
+def refused(*args: str) -> str:
+    """kvx's one line for a command it refuses (exit 2), from ``main`` in this process."""
+    import contextlib
+    import io
+
+    from kvx.cli.main import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    assert code == 2, err.getvalue()[-3000:]
+    lines = [line for line in err.getvalue().splitlines() if line.startswith("kvx: ")]
+    assert len(lines) == 1, err.getvalue()[-3000:]
+    return lines[0]
+
+
+def composed(*overrides: str, config_dir=None, return_hydra=False):
+    """One cell's config as Hydra composes it (``hydra`` node removed), with kvx's shipped configs,
+    installed plugins' configs and ``config_dir`` (as ``--config-dir`` adds it)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import open_dict
+
+    from kvx.core.conf import conf_dir
+
+    with initialize_config_dir(config_dir=conf_dir(), version_base="1.3"):
+        extra = [f"hydra.searchpath=[file://{config_dir}]"] if config_dir else []
+        cfg = compose("config", overrides=[*extra, *overrides], return_hydra_config=return_hydra)
+    if not return_hydra:
+        with open_dict(cfg):
+            cfg.pop("hydra", None)
+    return cfg

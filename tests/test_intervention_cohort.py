@@ -11,14 +11,14 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import composed, plan, refused
 from omegaconf import OmegaConf
 from test_aggregate import rec, run, write
 
-from kvx.__main__ import conf_dir
 from kvx.aggregate.analyse.intervention_cohort import COLUMNS, intervention_cohort, matched_controls
 from kvx.aggregate.analyse.stats import paired_bootstrap_difference
-from kvx.cli import presets
-from kvx.cli.preflight import diagnostic_label, diagnostics_of, prepare
+from kvx.cli.preflight import diagnostic_label, diagnostics_of
+from kvx.core.conf import conf_dir
 from kvx.core.errors import ConfigError
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
 from kvx.diagnostics.cohort import cohort_role
@@ -145,25 +145,25 @@ def test_the_shipped_config_defaults_are_the_dataclass_defaults() -> None:
 def test_the_intervention_preset_is_the_papers_grid() -> None:
     """RULER-8K/16K (EAR needs eager traces on RULER; §5.3, Table 13), the six methods with a native
     EAR at the three tiers, 100 sources per subtask (1100 per workload, Table 12)."""
-    argv = presets.expand(["+experiment=kvdiagnosis/intervention"], conf_dir())
-    assert argv[0] == "--multirun"
+    cfg = composed("+experiment=kvdiagnosis/intervention", return_hydra=True)
+    assert str(cfg.hydra.mode) == "RunMode.MULTIRUN"
     # the main study's RULER diagnostics (coverage, likelihood, decoding, attention), then the intervention
-    assert "diagnostics=[coverage,likelihood,decoding,attention,intervention]" in argv
-    assert "diagnostic_fields.intervention.cohort=low_ear" in argv and "n_sources=100" in argv
-    assert "press=streaming_llm,snapkv,tova,keydiff,think,hqq" in argv and "ratio=0.25,0.5,0.75" in argv
-    assert "context_tokens=8192,16384" in argv
-    tasks = next(a for a in argv if a.startswith("task=")).partition("=")[2].split(",")
+    assert list(cfg.diagnostics) == ["coverage", "likelihood", "decoding", "attention", "intervention"]
+    assert (cfg.diagnostic_fields.intervention.cohort, cfg.n_sources) == ("low_ear", 100)
+    params = dict(cfg.hydra.sweeper.params)
+    assert params["press"] == "streaming_llm,snapkv,tova,keydiff,think,hqq" and params["ratio"] == "0.25,0.5,0.75"
+    assert params["context_tokens"] == "8192,16384"
+    tasks = params["task"].split(",")
     assert len(tasks) == 11 and {"ruler_vt", "ruler_cwe", "ruler_fwe"} <= set(tasks)
 
 
 def test_the_intervention_preset_passes_preflight_with_the_tiny_reader(tmp_path: Path) -> None:
     """Every press and tier on one subtask (the full 396-cell grid composes the same way, only slower)."""
     given = ["+experiment=kvdiagnosis/intervention", "reader=tiny", "task=ruler_vt", "context_tokens=8192"]
-    argv = prepare([*given, f"outputs_dir={tmp_path}"], conf_dir())
-    grouped = next(a for a in argv if a.startswith("cells="))
-    assert len(json.loads(grouped.partition("=")[2].strip("'"))) == 6 * 3
-    with pytest.raises(ConfigError, match="must run before it"):
-        prepare([*given, "diagnostics=[coverage,intervention]", f"outputs_dir={tmp_path}"], conf_dir())
+    (sweep,) = plan(*given, f"outputs_dir={tmp_path}")
+    assert len(sweep["cells"]) == 6 * 3
+    line = refused("-m", *given, "diagnostics=[coverage,intervention]", f"outputs_dir={tmp_path}")
+    assert "must run before it" in line
 
 
 # ------------------------------------------------------------------------------------ the summary

@@ -13,10 +13,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from helpers import composed, plan
 
-from kvx.__main__ import conf_dir
-from kvx.cli import presets
-from kvx.cli.preflight import prepare
 from kvx.core.errors import ConfigError
 from kvx.core.identity import CellIdentity, SettingSpec, component
 from kvx.core.source import Source
@@ -240,21 +238,29 @@ def test_table1_runs_both_studies_as_sweeps_of_the_five_presses(
     monkeypatch.setenv("KVX_ALLOW_CODE_EXECUTION", "1")
     # the preset's composition is under test, not this machine's sandbox (tests/test_executor_sandbox.py)
     monkeypatch.setattr(executor, "isolation_available", lambda isolation, python=None: (True, ""))
-    parts = presets.suite(["+experiment=kv_exec_bench/table1", f"outputs_dir={tmp_path}"], conf_dir())
-    assert [name for name, _ in parts] == ["kv_exec_bench/tool_call", "kv_exec_bench/code_exec"]
+    given = ["+experiment=kv_exec_bench/table1", "reader=tiny", f"outputs_dir={tmp_path}"]
+    parts = plan(*given, "tool_call:n_sources=1", "code_exec:n_sources=1")
+    assert [p["part"] for p in parts] == ["kv_exec_bench/tool_call", "kv_exec_bench/code_exec"]
+    grid = {("press", p) for p in ["random", "streaming_llm", "snapkv", "knorm", "expected_attention"]}
+    grid = {(a, b, "ratio", r) for a, b in grid for r in ("0.25", "0.5", "0.75")}
+    for part in parts:  # every cell of both parts composed and checked: 5 presses x 3 ratios each
+        axes = {
+            tuple(x for o in c["overrides"] if o.startswith(("press=", "ratio=")) for x in o.split("="))
+            for c in part["cells"]
+        }
+        assert axes == grid and len(part["cells"]) == 15
     expected = {
-        "kv_exec_bench/tool_call": ["task=tool_call", "task.catalog=kv_exec_bench", "n_sources=9"],
-        "kv_exec_bench/code_exec": ["task=code_exec", "task.prompt=kv_exec_bench", "n_sources=10"],
+        "kv_exec_bench/tool_call": {"task": "tool_call", "catalog": "kv_exec_bench", "n_sources": 9},
+        "kv_exec_bench/code_exec": {"task": "code_exec", "prompt": "kv_exec_bench", "n_sources": 10},
     }
-    grid = ["press=random,streaming_llm,snapkv,knorm,expected_attention", "ratio=0.25,0.5,0.75"]
-    for name, argv in parts:
-        expanded = presets.expand(argv, conf_dir())
-        assert expanded[0] == "--multirun"
-        assert set(expected[name] + grid) | {"task.scorer=kv_exec_bench", "diagnostics=[]"} <= set(expanded)
-        # one job of each part composes and passes the preflight (the whole grid: `kvx ... --cfg job`)
-        assert "task.scorer=kv_exec_bench" in prepare([*argv, "press=knorm", "ratio=0.75"], conf_dir())
-    problems = [a for a in presets.expand(parts[1][1], conf_dir()) if a.startswith("task.problems=")]
-    assert problems == ["task.problems='" + ",".join(f"HumanEval/{i}" for i in range(10)) + "'"]
+    for name, want in expected.items():
+        cfg = composed(f"+experiment={name}", return_hydra=True)
+        assert cfg.hydra.runtime.choices.task == want["task"] and cfg.n_sources == want["n_sources"]
+        assert cfg.task.scorer == "kv_exec_bench" and list(cfg.diagnostics) == []
+        field = "catalog" if want["task"] == "tool_call" else "prompt"
+        assert cfg.task[field] == want[field]
+    problems = composed("+experiment=kv_exec_bench/code_exec").task.problems
+    assert problems == ",".join(f"HumanEval/{i}" for i in range(10))
 
 
 def test_a_misspelled_option_names_the_closest_one() -> None:

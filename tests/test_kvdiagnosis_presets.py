@@ -7,10 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import composed, plan
 
-from kvx.__main__ import conf_dir
-from kvx.cli import presets
-from kvx.cli.preflight import prepare
 from kvx.compressors.hqq import RATIO_TO_BITS
 from kvx.core.registry import registry
 
@@ -36,24 +34,16 @@ TIERS = [0.25, 0.5, 0.75]  # kvpress ratio removed: the 75/50/25% retained label
 PRESETS = {"kvdiagnosis/ruler8k": 8192, "kvdiagnosis/ruler16k": 16384}
 
 
-def axes(argv: list[str]) -> dict[str, str]:
-    return {key: value for key, _, value in (a.partition("=") for a in argv if "=" in a)}
-
-
 @pytest.mark.parametrize(("name", "length"), PRESETS.items())
-def test_each_ruler_preset_expands_to_the_papers_grid(name: str, length: int) -> None:
-    argv = presets.expand([f"+experiment={name}"], conf_dir())
-    assert argv[0] == "--multirun"
-    given = axes(argv)
+def test_each_ruler_preset_composes_to_the_papers_grid(name: str, length: int) -> None:
+    cfg = composed(f"+experiment={name}", return_hydra=True)
+    given = dict(cfg.hydra.sweeper.params)
     assert given["task"].split(",") == SUBTASKS
     assert given["press"].split(",") == METHODS
     assert [float(r) for r in given["ratio"].split(",")] == TIERS
-    assert (given["n_sources"], given["context_tokens"], given["max_new_tokens"]) == (
-        "100",
-        str(length),
-        "null",
-    )
-    assert given["diagnostics"] == "[coverage,likelihood,decoding,attention]"
+    assert (cfg.n_sources, cfg.context_tokens, cfg.max_new_tokens) == (100, length, None)
+    assert list(cfg.diagnostics) == ["coverage", "likelihood", "decoding", "attention"]
+    assert str(cfg.hydra.mode) == "RunMode.MULTIRUN"
 
 
 def test_hqq_reads_the_three_tiers_as_its_bit_widths() -> None:
@@ -80,11 +70,11 @@ def test_a_small_ruler_preset_run_passes_preflight_for_every_subtask(tmp_path: P
         "+experiment=kvdiagnosis/ruler8k",
         "reader=tiny",
         "n_sources=1",
-        "context_tokens=512",
+        "context_tokens=2048",  # the shortest prompt of ruler_cwe has 1880 tokens on the tiny reader
         "press=snapkv",
     ]
-    argv = prepare([*given, f"outputs_dir={tmp_path}"], conf_dir())
-    grouped = [a for a in argv if a.startswith("cells=")]
-    assert len(grouped) == 1
-    cells = json.loads(grouped[0].partition("=")[2].strip("'"))
-    assert len(cells) == len(SUBTASKS) * len(TIERS)
+    (sweep,) = plan(*given, f"outputs_dir={tmp_path}")
+    assert len(sweep["cells"]) == len(SUBTASKS) * len(TIERS)
+    (job,) = sweep["jobs"]
+    (grouped,) = [a for a in job if a.startswith("cells=")]
+    assert len(json.loads(grouped.partition("=")[2].strip("'"))) == len(SUBTASKS) * len(TIERS)

@@ -1,4 +1,6 @@
-"""Experiment presets (``+experiment=tpbench/main``): each expands to the overrides it stands for."""
+"""Experiment presets (``+experiment=tpbench/main``) are Hydra configs of the ``experiment`` group: a
+user's own preset composes from ``--config-dir``, ``-cd`` or ``hydra.searchpath``, and the command
+line wins over the preset."""
 
 from __future__ import annotations
 
@@ -6,24 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
-
-from kvx.__main__ import conf_dir
-from kvx.cli import presets
-from kvx.cli.preflight import prepare
-from kvx.core.errors import ConfigError
-
-
-def _write(root: Path, name: str, text: str) -> str:
-    path = root / "experiment" / f"{name}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return str(root)
-
+from helpers import composed, plan, refused
 
 PRESET = """# @package _global_
 defaults:
   - override /task: tpbench_p1
   - override /press: none
+  - override /turn_selector: recency
 hydra:
   mode: MULTIRUN
   sweeper:
@@ -31,66 +22,96 @@ hydra:
       task: tpbench_p1,tpbench_p2
       seed: 42,43
 task:
-  corpus: sgd
+  corpus: synthetic
 turn_fraction: 0.3
 diagnostics: []
-note: "two words, it's quoted"
 """
 
 
-def test_a_preset_is_the_overrides_it_stands_for(tmp_path: Path) -> None:
-    root = _write(tmp_path, "study/main", PRESET)
-    assert presets.expand(["+experiment=study/main"], root) == [
-        "--multirun",
-        "press=none",  # the swept group's default (task) is left to the sweep
-        "task.corpus=sgd",
-        "turn_fraction=0.3",
-        "diagnostics=[]",
-        "note='two words, it\\'s quoted'",
-        "task=tpbench_p1,tpbench_p2",
-        "seed=42,43",
+@pytest.fixture()
+def user_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "conf" / "experiment" / "lab" / "small.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text(PRESET)
+    return tmp_path / "conf"
+
+
+def axes(sweep: dict, *keys: str) -> list[list[str]]:
+    """Each cell's overrides of ``keys``."""
+    return [[o for o in c["overrides"] if o.partition("=")[0] in keys] for c in sweep["cells"]]
+
+
+@pytest.mark.parametrize("way", ["--config-dir", "-cd", "hydra.searchpath"])
+def test_a_users_preset_is_a_sweep_every_hydra_way(way: str, user_dir: Path) -> None:
+    given = [f"hydra.searchpath=[file://{user_dir}]"] if way == "hydra.searchpath" else [way, str(user_dir)]
+    (sweep,) = plan(*given, "+experiment=lab/small", "reader=tiny")
+    assert axes(sweep, "task", "seed") == [
+        ["task=tpbench_p1", "seed=42"],
+        ["task=tpbench_p1", "seed=43"],
+        ["task=tpbench_p2", "seed=42"],
+        ["task=tpbench_p2", "seed=43"],
     ]
+    assert len(sweep["jobs"]) == 1  # the basic launcher: every cell in one job, one model load
 
 
-def test_the_command_line_wins_over_the_preset(tmp_path: Path) -> None:
-    root = _write(tmp_path, "study/main", PRESET)
-    given = ["-m", "+experiment=study/main", "seed=7", "task.corpus=multiwoz21", "press=snapkv"]
-    argv = presets.expand(given, root)
-    assert argv[0] == "-m" and "--multirun" not in argv
-    assert "seed=7" in argv and "seed=42,43" not in argv
-    assert "task.corpus=multiwoz21" in argv and "task.corpus=sgd" not in argv
-    assert "press=snapkv" in argv and "press=none" not in argv
-    assert "task=tpbench_p1,tpbench_p2" in argv  # not given on the command line: the preset's
+def test_the_preset_composes_to_its_values_and_the_command_line_wins(user_dir: Path) -> None:
+    cfg = composed("+experiment=lab/small", config_dir=user_dir)
+    assert (cfg.turn_fraction, cfg.task.corpus, cfg.press, list(cfg.diagnostics)) == (
+        0.3,
+        "synthetic",
+        {},
+        [],
+    )
+    given = ["+experiment=lab/small", "seed=7", "task.corpus=sgd", "press=snapkv"]
+    cfg = composed(*given, config_dir=user_dir)
+    assert (cfg.seed, cfg.task.corpus, cfg.press.window_size) == (7, "sgd", 64)
+    (sweep,) = plan("--config-dir", str(user_dir), *given[:2], "reader=tiny")
+    # seed=7 replaces the preset's 42,43
+    assert axes(sweep, "task", "seed") == [["task=tpbench_p1", "seed=7"], ["task=tpbench_p2", "seed=7"]]
 
 
-def test_a_flag_that_excludes_a_multirun_keeps_the_command_single(tmp_path: Path) -> None:
-    root = _write(tmp_path, "study/main", PRESET)
-    assert "--multirun" not in presets.expand(["+experiment=study/main", "--cfg", "job"], root)
+def test_cfg_job_shows_the_presets_values(user_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kvx.cli.main import main
+
+    assert main(["-cd", str(user_dir), "+experiment=lab/small", "--cfg", "job"]) == 0
+    shown = capsys.readouterr().out
+    assert "turn_fraction: 0.3" in shown and "corpus: synthetic" in shown
 
 
-def test_an_unknown_preset_names_the_presets_there_are(tmp_path: Path) -> None:
-    root = _write(tmp_path, "study/main", PRESET)
-    unknown = r"'study/mian' is not a preset .*study/main.*did you mean 'study/main'"
-    with pytest.raises(ConfigError, match=unknown):
-        presets.expand(["+experiment=study/mian"], root)
-    _write(tmp_path, "bad", "defaults:\n  - task\n")
-    with pytest.raises(ConfigError, match="override /<group>: <option>"):
-        presets.expand(["+experiment=bad"], root)
-
-
-def test_kvx_ships_the_tpbench_presets() -> None:
-    assert {"tpbench/main", "tpbench/deletion", "tpbench/kv"} <= set(presets.names(conf_dir()))
+def test_an_unknown_preset_names_the_presets_there_are(user_dir: Path) -> None:
+    line = refused("-cd", str(user_dir), "+experiment=lab/smal")
+    assert "experiment=lab/smal: no such option" in line and "tpbench/main" in line
+    assert line.endswith("did you mean 'lab/small'?")
+    assert refused("+experiment=tpbench/mian").endswith("did you mean 'tpbench/main'?")
+    line = refused("-m", "-cd", str(user_dir), "+experiment=lab/small", "--cfg", "job")
+    assert "Only one of --run, --multirun, --cfg" in line
 
 
 @pytest.mark.parametrize(
-    ("name", "cells"),
+    ("name", "count"),
     [("tpbench/main", 3 * 7 * 3), ("tpbench/deletion", 4 * 3), ("tpbench/kv", 4)],
 )
-def test_each_tpbench_preset_runs_as_one_checked_sweep(name: str, cells: int, tmp_path: Path) -> None:
-    """Every job of the preset is composed and checked (preflight), and the basic sweeper's jobs are
-    grouped into one process: the ``cells`` list is the preset's grid."""
-    argv = prepare([f"+experiment={name}", "task.corpus=synthetic", f"outputs_dir={tmp_path}"], conf_dir())
-    assert argv[0] == "--multirun"
-    grouped = [a for a in argv if a.startswith("cells=")]
-    assert len(grouped) == 1
-    assert len(json.loads(grouped[0].partition("=")[2].strip("'"))) == cells
+def test_each_tpbench_preset_runs_as_one_checked_sweep(name: str, count: int, tmp_path: Path) -> None:
+    """Every cell of the preset is composed and checked, and the basic launcher's cells run in one job:
+    its ``cells`` list is the preset's grid."""
+    (sweep,) = plan(f"+experiment={name}", "task.corpus=synthetic", f"outputs_dir={tmp_path}")
+    assert len(sweep["cells"]) == count
+    (job,) = sweep["jobs"]
+    grouped = [a for a in job if a.startswith("cells=")]
+    assert len(json.loads(grouped[0].partition("=")[2].strip("'"))) == count
+
+
+def test_presets_swept_are_each_their_own_checked_sweep(tmp_path: Path) -> None:
+    """``-m +experiment=a,b`` (and ``glob()``) runs each preset over its own axes, as a suite's parts."""
+    given = ["task.corpus=synthetic", f"outputs_dir={tmp_path}"]
+    kv, deletion = plan("+experiment=tpbench/kv,tpbench/deletion", *given)
+    assert (kv["part"], len(kv["cells"]), deletion["part"], len(deletion["cells"])) == (
+        "tpbench/kv",
+        4,
+        "tpbench/deletion",
+        4 * 3,
+    )
+    assert [s["part"] for s in plan("+experiment=glob(tpbench/*,exclude=tpbench/main)", *given)] == [
+        "tpbench/deletion",
+        "tpbench/kv",
+    ]

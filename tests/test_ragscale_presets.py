@@ -9,11 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import composed, plan, refused
 
-from kvx.__main__ import conf_dir
-from kvx.cli import presets
-from kvx.cli.preflight import prepare
-from kvx.core.errors import ConfigError, Unsupported
+from kvx.core.conf import conf_dir
+from kvx.core.errors import Unsupported
 from kvx.core.registry import registry
 from kvx.core.source import Source
 from kvx.pipeline.transform import fail_transform
@@ -22,42 +21,59 @@ from kvx.transforms.sieve import REASON, Sieve
 NAMES = ("ragscale/hotpotqa_recomp", "ragscale/musique_summary", "ragscale/longmemeval_sieve")
 
 
-def test_kvx_ships_the_ragscale_presets() -> None:
-    assert set(NAMES) <= set(presets.names(conf_dir()))
+def chosen(cfg) -> set[str]:
+    """``group=option`` for every group the composed preset chose, and its sweep's params."""
+    runtime = {f"{k}={v}" for k, v in cfg.hydra.runtime.choices.items() if v is not None}
+    return runtime | {f"{k}={v}" for k, v in cfg.hydra.sweeper.params.items()}
 
 
 @pytest.mark.parametrize(
-    ("name", "expected"),
+    ("name", "expected", "value"),
     [
         (
             NAMES[0],
-            ["task=hotpotqa", "transform=recomp_extractive", "press=none", "transform.top_passages=5"],
+            {"task=hotpotqa", "transform=recomp_extractive", "press=none"},
+            ("transform.top_passages", 5),
         ),
-        (NAMES[1], ["task=musique", "transform=summary", "press=none", "task.raw_k=8"]),
-        (NAMES[2], ["task=longmemeval", "transform=sieve", "press=none", "judge=longmemeval"]),
+        (NAMES[1], {"task=musique", "transform=summary", "press=none"}, ("task.raw_k", 8)),
+        (NAMES[2], {"task=longmemeval", "transform=sieve", "press=none", "judge=longmemeval"}, None),
     ],
 )
-def test_each_preset_is_the_papers_setting(name: str, expected: list[str]) -> None:
-    argv = presets.expand([f"+experiment={name}"], conf_dir())
-    assert argv[0] == "--multirun" and set(expected) <= set(argv)
-    assert "reader=smollm2,gemma3" in argv  # the placeholder panel the user overrides
+def test_each_preset_is_the_papers_setting(name: str, expected: set[str], value) -> None:
+    cfg = composed(f"+experiment={name}", return_hydra=True)
+    assert expected | {"reader=smollm2,gemma3"} <= chosen(cfg)  # the placeholder panel the user overrides
+    if value is not None:
+        from omegaconf import OmegaConf
+
+        assert OmegaConf.select(cfg, value[0]) == value[1]
     text = (Path(conf_dir()) / "experiment" / f"{name}.yaml").read_text()
     assert "--seed 20260821 --boot 5000 --splits 5000" in text  # the paper's aggregate, documented
 
 
-def test_the_users_readers_win_over_the_placeholder() -> None:
-    argv = presets.expand([f"+experiment={NAMES[0]}", "reader=hf", "reader.model_id=a/b,c/d"], conf_dir())
-    assert "reader=smollm2,gemma3" not in argv and "reader.model_id=a/b,c/d" in argv
+def test_the_users_readers_win_over_the_placeholder(tmp_path: Path) -> None:
+    given = [
+        f"+experiment={NAMES[0]}",
+        "reader=tiny",
+        "reader.num_hidden_layers=1,2",
+        f"outputs_dir={tmp_path}",
+    ]
+    (sweep,) = plan(*given)
+    readers = [[o for o in c["overrides"] if o.startswith("reader")] for c in sweep["cells"]]
+    assert readers == [
+        ["reader=tiny", "reader.num_hidden_layers=1"],
+        ["reader=tiny", "reader.num_hidden_layers=2"],
+    ]
 
 
 def test_hotpotqa_recomp_is_checked_offline_as_one_sweep(tmp_path: Path) -> None:
-    argv = prepare([f"+experiment={NAMES[0]}", f"outputs_dir={tmp_path}"], conf_dir())
-    cells = [a for a in argv if a.startswith("cells=")]
+    (sweep,) = plan(f"+experiment={NAMES[0]}", f"outputs_dir={tmp_path}")
+    (job,) = sweep["jobs"]
+    cells = [a for a in job if a.startswith("cells=")]
     assert len(cells) == 1 and json.loads(cells[0].partition("=")[2].strip("'")) == [
         ["reader=smollm2"],
         ["reader=gemma3"],
     ]
-    assert "n_sources=500" in argv
+    assert composed(f"+experiment={NAMES[0]}").n_sources == 500
 
 
 @pytest.mark.parametrize(
@@ -68,10 +84,12 @@ def test_the_other_presets_pass_preflight_or_say_why(name: str, module: str, tmp
         pytest.skip(f"{module} is not in this checkout")
     if name == NAMES[2] and "sieve" not in registry("transform").names():
         pytest.skip("transform sieve is registered on the next install (pip install -e .)")
-    try:
-        prepare([f"+experiment={name}", f"outputs_dir={tmp_path}"], conf_dir())
-    except ConfigError as exc:  # offline: a data file or a judge endpoint, named with where to get it
-        assert str(exc).strip() and "\n" not in str(exc).strip()
+    from kvx.cli.main import main
+
+    code = main([f"+experiment={name}", f"outputs_dir={tmp_path}", "hydra.sweeper.plan=true"])
+    if code:  # offline: a data file or a judge endpoint, named with where to get it
+        line = refused(f"+experiment={name}", f"outputs_dir={tmp_path}", "hydra.sweeper.plan=true")
+        assert line.startswith("kvx: ") and line.strip() != "kvx:"
 
 
 def test_sieve_records_every_row_unsupported_with_the_reason() -> None:

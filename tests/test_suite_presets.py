@@ -1,116 +1,119 @@
-"""Suite presets (``+experiment=kvdiagnosis/main``): one sweep per part, run one after another."""
+"""Suite presets (``+experiment=kvdiagnosis/main``): one sweep per part, every part checked before the
+first runs; the command line wins over ``suite_overrides``, and those over a part's own values."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-from kvx.__main__ import conf_dir
-from kvx.cli import presets, suite
-from kvx.core.errors import ConfigError
+from helpers import composed, plan, refused
 
 PART_A = """# @package _global_
 defaults:
   - override /task: ruler_niah_single
 hydra:
+  mode: MULTIRUN
   sweeper:
     params:
       ratio: 0.25,0.5
-context_tokens: 8192
+context_tokens: 300
 n_sources: 100
 """
 PART_B = """# @package _global_
 defaults:
-  - override /task: hotpotqa
+  - override /task: ruler_vt
+hydra:
+  mode: MULTIRUN
 n_sources: 200
 """
 SUITE = """# @package _global_
 suite: [study/a, study/b]
-defaults:
-  - override /reader: hf
+suite_overrides: [reader=tiny, "reader.num_hidden_layers=1,2"]
 hydra:
-  sweeper:
-    params:
-      reader.model_id: org/one,org/two
+  mode: MULTIRUN
 """
 
 
-def _root(tmp_path: Path, **files: str) -> str:
+@pytest.fixture()
+def root(tmp_path: Path) -> Path:
+    files = {
+        "a": PART_A,
+        "b": PART_B,
+        "all": SUITE,
+        "nest": "# @package _global_\nsuite: [study/all]\nhydra:\n  mode: MULTIRUN\n",
+        "single": "# @package _global_\nsuite: [study/a]\n",
+    }
     for name, text in files.items():
-        path = tmp_path / "experiment" / "study" / f"{name}.yaml"
+        path = tmp_path / "conf" / "experiment" / "study" / f"{name}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    return str(tmp_path)
+    return tmp_path / "conf"
 
 
-def test_a_suite_is_one_command_line_per_part_and_the_command_line_wins(tmp_path: Path) -> None:
-    root = _root(tmp_path, a=PART_A, b=PART_B, all=SUITE)
-    parts = presets.suite(["+experiment=study/all", "n_sources=2", "b:task.path=dev.json"], root)
-    assert parts == [
-        ("study/a", ["n_sources=2", "reader=hf", "reader.model_id=org/one,org/two", "+experiment=study/a"]),
-        (
-            "study/b",
-            [
-                "n_sources=2",
-                "task.path=dev.json",
-                "reader=hf",
-                "reader.model_id=org/one,org/two",
-                "+experiment=study/b",
-            ],
-        ),
-    ]
-    # each part then expands as any preset does: the command line (here the suite's keys) wins
-    argv = presets.expand(parts[0][1], root)
-    assert "n_sources=2" in argv and "n_sources=100" not in argv
-    assert "context_tokens=8192" in argv and argv[0] == "--multirun"
-    assert presets.suite(["+experiment=study/a"], root) is None  # a plain preset is no suite
+def values(sweep: dict, key: str) -> list[str]:
+    return [o.partition("=")[2] for c in sweep["cells"] for o in c["overrides"] if o.partition("=")[0] == key]
 
 
-def test_a_suite_refuses_what_it_cannot_run(tmp_path: Path) -> None:
-    root = _root(tmp_path, a=PART_A, b=PART_B, all=SUITE, nest="# @package _global_\nsuite: [study/all]\n")
-    with pytest.raises(ConfigError, match=r"no part 'bb'.*did you mean 'b'"):
-        presets.suite(["+experiment=study/all", "bb:task.path=x"], root)
-    with pytest.raises(ConfigError, match="suites do not nest"):
-        presets.suite(["+experiment=study/nest"], root)
-    with pytest.raises(ConfigError, match="give one of its parts with --cfg"):
-        presets.suite(["+experiment=study/all", "--cfg", "job"], root)
-    with pytest.raises(ConfigError, match="runs alone"):
-        presets.suite(["+experiment=study/all", "+experiment=study/a"], root)
-    with pytest.raises(ConfigError, match="is a suite of 2 sweeps"):
-        presets.expand(["+experiment=study/all"], root)
-    bad = _root(tmp_path, odd="# @package _global_\nsuite: study/a\n")
-    with pytest.raises(ConfigError, match="non-empty list of preset names"):
-        presets.suite(["+experiment=study/odd"], bad)
+def test_a_suite_is_one_sweep_per_part_and_the_command_line_wins(root: Path, tmp_path: Path) -> None:
+    a, b = plan(
+        "-cd",
+        str(root),
+        "+experiment=study/all",
+        "n_sources=2",
+        "b:context_tokens=1000",
+        f"outputs_dir={tmp_path}",
+    )
+    assert (a["part"], b["part"]) == ("study/a", "study/b")
+    assert len(a["cells"]) == 2 * 2 and len(b["cells"]) == 2  # a: its ratios x the suite's readers
+    assert values(a, "n_sources") == ["2"] * 4 and values(b, "n_sources") == ["2"] * 2
+    assert values(b, "context_tokens") == ["1000"] * 2 and not values(a, "context_tokens")
+    assert sorted(values(a, "reader.num_hidden_layers")) == ["1", "1", "2", "2"]
+    # the command line wins over suite_overrides
+    a, b = plan(
+        "-cd",
+        str(root),
+        "+experiment=study/all",
+        "reader=tiny",
+        "reader.num_hidden_layers=3",
+        f"outputs_dir={tmp_path}",
+    )
+    assert values(a, "reader.num_hidden_layers") == ["3", "3"] and len(b["cells"]) == 1
+    # each part's values are its preset's, as --cfg job shows for a part alone
+    assert composed("+experiment=study/a", config_dir=root).context_tokens == 300
 
 
-def test_an_override_whose_value_has_a_colon_is_for_every_part(tmp_path: Path) -> None:
-    root = _root(tmp_path, a=PART_A, b=PART_B, all=SUITE)
-    uri = "mlflow.tracking_uri=sqlite:///x.db"
-    parts = presets.suite(["+experiment=study/all", uri], root)
-    assert parts is not None and all(uri in argv for _, argv in parts)
+def test_a_suite_refuses_what_it_cannot_run(root: Path) -> None:
+    assert refused("-cd", str(root), "+experiment=study/all", "bb:n_sources=1").endswith("did you mean 'b'?")
+    assert "suites do not nest" in refused("-cd", str(root), "+experiment=study/nest")
+    assert "a suite of sweeps (study/a): run it with -m" in refused(
+        "-cd", str(root), "+experiment=study/single"
+    )
+    assert "PART:KEY=VALUE is for a suite's parts" in refused(
+        "-m", "-cd", str(root), "+experiment=study/a", "a:ratio=0.1"
+    )
 
 
-def test_a_bad_part_fails_before_any_part_runs(tmp_path: Path) -> None:
+def test_an_override_whose_value_has_a_colon_is_for_every_part(root: Path, tmp_path: Path) -> None:
+    uri = f"mlflow.tracking_uri=sqlite:///{tmp_path}/x.db"
+    for sweep in plan("-cd", str(root), "+experiment=study/all", uri, f"outputs_dir={tmp_path}"):
+        # Hydra escapes the colon in the lines it writes for each cell (sqlite\\:///...)
+        assert all(uri in [o.replace("\\:", ":") for o in c["overrides"]] for c in sweep["cells"])
+
+
+def test_every_part_is_checked_before_the_first_runs(root: Path, tmp_path: Path) -> None:
+    """A bad value meant for the last part fails the check of the whole suite, before anything runs or
+    is written."""
+    line = refused(
+        "-cd", str(root), "+experiment=study/all", "b:ratio=1.5", f"outputs_dir={tmp_path / 'out'}"
+    )
+    assert line.startswith("kvx: +experiment=study/b: ") and "ratio=1.5" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_bad_part_of_a_shipped_suite_fails_before_any_part_runs(tmp_path: Path, monkeypatch) -> None:
     """``python -m kvx +experiment=kvdiagnosis/main`` without Qasper's file stops in its check, naming
     where the data lives, before any part runs and before anything is written."""
-    main = [sys.executable, "-m", "kvx", "+experiment=kvdiagnosis/main", "reader=tiny"]
-    done = subprocess.run(main, capture_output=True, text=True, cwd=tmp_path, timeout=120)
-    assert done.returncode == 2 and "task.path is not set: task=qasper" in done.stderr, done.stderr
-    assert "suite part" not in done.stderr and not (tmp_path / "outputs").exists()
-
-
-def test_every_part_is_checked_before_the_first_runs(tmp_path: Path) -> None:
-    """A bad value meant for the last part fails the check of the whole suite."""
-    root = tmp_path / "conf"
-    shutil.copytree(conf_dir(), root)
-    both = "# @package _global_\nsuite: [study/a, study/b]\n"
-    _root(root, a=PART_A.replace("8192", "64"), b=PART_B, all=both)
-    parts = presets.suite(["+experiment=study/all", "reader=tiny", "b:ratio=1.5"], str(root))
-    assert parts is not None
-    suite.check(parts[:1], str(root))  # the first part alone is fine
-    with pytest.raises(ConfigError, match="ratio=1.5"):
-        suite.check(parts, str(root))
+    monkeypatch.chdir(tmp_path)
+    line = refused("+experiment=kvdiagnosis/main", "reader=tiny")
+    assert "task.path is not set: task=qasper" in line, line
+    assert not (tmp_path / "outputs").exists() and not (tmp_path / "multirun").exists()

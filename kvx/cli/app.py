@@ -1,85 +1,35 @@
-"""One Hydra job: validate the cell, skip it if already finished, run it, log it to MLflow."""
+"""One Hydra job: build its cells, skip those already finished, run the rest, log each to MLflow."""
 
 from __future__ import annotations
 
 import errno
 import json
 import logging
-import sys
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
-from kvx.cli.config import GROUPS, choices, instantiate
-from kvx.cli.preflight import check_job, diagnostic_label, diagnostics_of
+from kvx.cli.cells import build_cell, choices
+from kvx.cli.compose import Composer
+from kvx.cli.preflight import diagnostic_label
+from kvx.cli.session import Session
+from kvx.cli.sources import instantiate
+from kvx.core.commands import Failed
 from kvx.core.errors import ConfigError
 from kvx.core.identity import digest
 from kvx.core.records import as_dicts, cell_metrics, cost_metrics, dumps, served_metrics
-from kvx.core.registry import RegistryError, canonical
 from kvx.modeling.heap import PeakMemory
 from kvx.modeling.reader import load_reader, reader_identity
 from kvx.pipeline.cell import Cell
-from kvx.pipeline.engine import Engine
 from kvx.pipeline.judge import judge_cells, judge_metrics
 from kvx.pipeline.served import connect
 from kvx.stores import leases, tracing, tracking
-from kvx.transforms.turns import selection
 
 log = logging.getLogger("kvx")
-_ENGINE: Engine | None = None
-FINISHED_HERE = 0  # cells this process finished (the interrupt note counts them)
-
-
-def engine(cfg: DictConfig) -> Engine:
-    """One engine per process, so controls and captured prefills outlive a single cell."""
-    global _ENGINE
-    if _ENGINE is None:
-        budget = cfg.get("decode_budget_mb")
-        _ENGINE = Engine(
-            Path(str(cfg.outputs_dir)),
-            int(cfg.capture_cache_mb) * 2**20,
-            int(cfg.memo_cache_mb) * 2**20,
-            0 if budget is None else int(budget) * 2**20,
-        )
-    return _ENGINE
-
-
-def build_cell(cfg: DictConfig, typed: dict[str, str]) -> tuple[Cell, Any, dict[str, str]]:
-    """Resolve and check every setting; nothing here loads a model. Names become canonical
-    (``kvx:snapkv`` is ``snapkv``), so a name typed two ways is one cell. ``typed``: the option
-    chosen per config group."""
-    check_job(cfg)
-    names = {group: canonical(kind, typed[group]) for group, kind in GROUPS.items()}
-    task = instantiate(cfg, "task")
-    transform_name, transform = names["transform"], instantiate(cfg, "transform")
-    selector = instantiate(cfg, "turn_selector")
-    if not getattr(selector, "identity", False):
-        transform_name = f"turns:{names['turn_selector']}"
-        transform = selection(
-            names["turn_selector"], selector, float(cfg.turn_fraction), bool(cfg.get("turn_markers", True))
-        )
-    cell = Cell(
-        task_name=names["task"],
-        task=task,
-        reader_name=names["reader"],
-        press_name=names["press"],
-        compressor=instantiate(cfg, "press"),
-        ratio=float(cfg.ratio),
-        seed=int(cfg.seed),
-        n_sources=int(cfg.n_sources),
-        context_tokens=int(cfg.context_tokens),
-        max_new_tokens=task.max_new_tokens if cfg.max_new_tokens is None else int(cfg.max_new_tokens),
-        query_aware=bool(cfg.query_aware),
-        diagnostics=diagnostics_of(cfg),
-        budget_tokens=None if cfg.budget_tokens is None else int(cfg.budget_tokens),
-        transform_name=transform_name,
-        transform=transform,
-    )
-    return cell, instantiate(cfg, "reader"), names
 
 
 def _parent_run_id() -> str | None:
@@ -95,33 +45,30 @@ def _parent_run_id() -> str | None:
     return path.read_text().strip() if path.exists() else None
 
 
-def run(cfg: DictConfig) -> dict[str, float]:
-    """One Hydra job: its own cell, or with ``per_job`` the group of cells ``cells`` lists."""
+def run(cfg: DictConfig, session: Session) -> dict[str, float]:
+    """One Hydra job: its own cell, or the group of cells ``cells`` lists (``kvx.cli.sweeper``)."""
     if cfg.get("cells"):
-        return run_group(cfg)
-    return run_cells([(cfg, choices(cfg))], _parent_run_id())
+        return run_group(cfg, session)
+    return run_cells([(cfg, choices(cfg))], _parent_run_id(), session)
 
 
-def run_group(cfg: DictConfig) -> dict[str, float]:
+def run_group(cfg: DictConfig, session: Session) -> dict[str, float]:
     """Each cell of the group composed as its own job would be and run in this process, source
     by source (``Engine.run_cells``), so the model loads once and each source's prefill serves
     every cell of the group."""
-    from hydra import compose
     from hydra.core.hydra_config import HydraConfig
 
     hydra_cfg = HydraConfig.get()
+    if session.composer is None:
+        session.composer = Composer.of_hydra(hydra_cfg)
     base = [o for o in hydra_cfg.overrides.task if not o.startswith("cells=")]
-    jobs = []
-    for overrides in json.loads(cfg.cells):
-        composed = compose(hydra_cfg.job.config_name, overrides=[*base, *overrides], return_hydra_config=True)
-        typed = {group: str(composed.hydra.runtime.choices[group]) for group in GROUPS}
-        with open_dict(composed):
-            del composed["hydra"]
-        jobs.append((composed, typed))
-    return run_cells(jobs, _parent_run_id())
+    jobs = [session.composer([*base, *overrides]) for overrides in json.loads(cfg.cells)]
+    return run_cells(jobs, _parent_run_id(), session)
 
 
-def run_cells(jobs: list[tuple[DictConfig, dict[str, str]]], parent: str | None) -> dict[str, float]:
+def run_cells(
+    jobs: list[tuple[DictConfig, dict[str, str]]], parent: str | None, session: Session
+) -> dict[str, float]:
     """Validate every cell, skip those already finished, then run the rest a control split at a
     time (cells of one split share their sources) and log each cell to MLflow as it finishes.
 
@@ -136,7 +83,7 @@ def run_cells(jobs: list[tuple[DictConfig, dict[str, str]]], parent: str | None)
         # run it has not finished as KILLED or FAILED and frees it
         with ExitStack() as claims:
             for cfg, typed in remaining:
-                outcome = _open(claims, cfg, typed, parent, wait=False)
+                outcome = _open(claims, cfg, typed, parent, session, wait=False)
                 if isinstance(outcome, _CellRun):
                     opened.append(outcome)
                 elif outcome is None:
@@ -144,17 +91,17 @@ def run_cells(jobs: list[tuple[DictConfig, dict[str, str]]], parent: str | None)
                 else:
                     metrics = outcome
             if not opened and busy:  # nothing to do but wait: on one cell, holding nothing
-                outcome = _open(claims, *busy.pop(0), parent, wait=True)
+                outcome = _open(claims, *busy.pop(0), parent, session, wait=True)
                 if isinstance(outcome, _CellRun):
                     opened.append(outcome)
                 elif outcome is not None:
                     metrics = outcome
-            metrics = _compute_all(opened) or metrics
+            metrics = _compute_all(opened, session) or metrics
         remaining = busy
     return metrics
 
 
-def _compute_all(opened: list[_CellRun]) -> dict[str, float]:
+def _compute_all(opened: list[_CellRun], session: Session) -> dict[str, float]:
     splits: dict[tuple[str, str], list[_CellRun]] = {}
     for cell_run in opened:
         splits.setdefault((cell_run.reader_key, cell_run.identity.split), []).append(cell_run)
@@ -162,7 +109,7 @@ def _compute_all(opened: list[_CellRun]) -> dict[str, float]:
     metrics: dict[str, float] = {}
     try:
         for group in splits.values():
-            metrics = _compute(group)
+            metrics = _compute(group, session)
             for cell_run in group:
                 pending.remove(cell_run)
     except BaseException as exc:  # the claims' stack ends the pending runs
@@ -173,17 +120,18 @@ def _compute_all(opened: list[_CellRun]) -> dict[str, float]:
 
 
 def _open(
-    claims: ExitStack, cfg: DictConfig, typed: dict[str, str], parent: str | None, wait: bool
+    claims: ExitStack,
+    cfg: DictConfig,
+    typed: dict[str, str],
+    parent: str | None,
+    session: Session,
+    wait: bool,
 ) -> _CellRun | dict[str, float] | None:
     """A cell's run claimed (its lifecycle entered into ``claims``) and its parameters logged; or,
     when a finished run already holds the cell (or another worker finished it while this one
     waited), that run's metrics; or None when another worker is computing it and ``wait`` is false."""
-    try:
-        cell, reader_cfg, names = build_cell(cfg, typed)
-        identity = cell.identity(reader_identity(names["reader"], reader_cfg))
-    except (ConfigError, RegistryError) as exc:
-        print(f"kvx: {exc}", file=sys.stderr)
-        sys.exit(2)
+    cell, reader_cfg, names = build_cell(cfg, typed)
+    identity = cell.identity(reader_identity(names["reader"], reader_cfg))
     diagnostics = ",".join(diagnostic_label(name, d) for name, d in cell.diagnostics)
     judge = instantiate(cfg, "judge").label(names["judge"])
     chash = digest({"cell": identity.id, "diagnostics": diagnostics})
@@ -240,7 +188,9 @@ def _open(
         if parent:
             client.set_tag(parent, f"{tracking.REUSED}{identity.id}", lease.finished.info.run_id)
         return dict(lease.finished.data.metrics)
-    cell_run = _CellRun(cfg, typed, parent, cell, reader_cfg, names, identity, chash, client, exp_id, name)
+    cell_run = _CellRun(
+        cfg, typed, parent, cell, reader_cfg, names, identity, chash, client, exp_id, name, session
+    )
     cell_run.lease = lease
     cell_run.replaced = replaced if replaced != parent else None
     try:
@@ -255,11 +205,10 @@ def _open(
     return cell_run
 
 
-def _compute(group: list[_CellRun]) -> dict[str, float]:
+def _compute(group: list[_CellRun], session: Session) -> dict[str, float]:
     """Run the cells of one control split together and finish each; returns the last one's metrics."""
-    global FINISHED_HERE
     first = group[0]
-    eng = engine(first.cfg)
+    eng = session.engine_for(first.cfg)
     served = bool(getattr(first.reader_cfg, "served", False))
     if served:
         reader = connect(first.names["reader"], first.reader_cfg, eng.responses)
@@ -302,7 +251,7 @@ def _compute(group: list[_CellRun]) -> dict[str, float]:
         metrics["decoded_batched"] = decodes.get("batched", 0)
         metrics["decoded_alone"] = sum(n for how, n in decodes.items() if how != "batched")
         cell_run.finish(rows, metrics, reader, sorted(h for h in decodes if h != "batched"))
-        FINISHED_HERE += 1
+        session.finished += 1
         log.info("%s: %s", cell_run.name, json.dumps({k: round(v, 4) for k, v in metrics.items()}))
     return metrics
 
@@ -322,6 +271,7 @@ class _CellRun:
     client: Any
     exp_id: str
     name: str
+    session: Session
     lease: leases.Claim | None = None
     replaced: str | None = None  # the earlier sweep whose run of this cell this one replaces
 
@@ -360,18 +310,18 @@ class _CellRun:
             client.set_tag(self.replaced, f"{tracking.REUSED}{self.identity.id}", kept)
 
     def report(self, exc: BaseException) -> None:
-        """A config error or a full disk: one ``kvx:`` line and an exit status."""
-        if isinstance(exc, ConfigError):
-            print(f"kvx: {exc}", file=sys.stderr)
-            sys.exit(2)
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            print(
-                f"kvx: disk full while writing {exc.filename or 'an artifact'} for cell {self.name}; it is "
-                f"marked FAILED and {FINISHED_HERE} finished cell(s) are kept: free space and rerun the "
-                "same command",
-                file=sys.stderr,
-            )
-            sys.exit(1)
+        """A full disk is one line and exit status 1 (``kvx.core.commands.Failed``); a config error
+        propagates as it is."""
+        if (
+            isinstance(exc, OSError)
+            and not isinstance(exc, ConfigError)
+            and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        ):
+            raise Failed(
+                f"disk full while writing {exc.filename or 'an artifact'} for cell {self.name}; it is "
+                f"marked FAILED and {self.session.finished} finished cell(s) are kept: free space and rerun "
+                "the same command"
+            ) from exc
 
 
 def _params(items: list[tuple[str, str]]) -> list[Any]:
