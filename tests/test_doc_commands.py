@@ -17,8 +17,6 @@ import pytest
 from doc_commands import Command, argv, inventory, page_commands
 from helpers import SOLO_LEASE, TINY_SWEEP, kvx_env
 
-from kvx.core.errors import ConfigError
-from kvx.core.registry import RegistryError
 
 ROOT = Path(__file__).parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -360,30 +358,38 @@ PREFLIGHTED = [c for c in COMMANDS if normal(c.text) not in RUN and kvx_argv(c) 
 
 
 def preflight_problem(command: Command) -> str | None:
-    """What kvx's preflight refuses in the command, unless it is where a marked need stops it (the
-    data or server this machine lacks), or None. Run in the current folder, which it must leave empty."""
-    from kvx.__main__ import conf_dir
-    from kvx.cli import presets, suite
-    from kvx.cli.preflight import prepare
+    """What kvx refuses in the command, unless it is where a marked need stops it (the data or server
+    this machine lacks), or None. A run is planned (every cell checked, as before any real run:
+    ``hydra.sweeper.plan=true``), ``--help``/``--cfg``/``--info`` run as typed; in the current folder,
+    which it must leave empty."""
+    import contextlib
+    import io
+
+    from kvx.cli.main import main
 
     _, args = kvx_argv(command)
-    try:
-        parts = presets.suite(args, conf_dir())
-        if parts is not None:
-            suite.check(parts, conf_dir())
-        elif "--help" not in args:
-            prepare(args, conf_dir())
-    except (ConfigError, RegistryError) as exc:
-        allowed = [stop for need in command.needs for stop in STOPS.get(need.partition(":")[0], ())]
-        return None if any(stop in str(exc) for stop in allowed) else f"{command.where()}\n{exc}"
-    return None
+    shows = {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i"}
+    if not shows & set(args):
+        args = ["-m", *(a for a in args if a not in ("-m", "--multirun")), "hydra.sweeper.plan=true"]
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = main(args)
+    if code == 0:
+        return None
+    said = err.getvalue()
+    allowed = [stop for need in command.needs for stop in STOPS.get(need.partition(":")[0], ())]
+    return None if any(stop in said for stop in allowed) else f"{command.where()}\n{said[-2000:]}"
 
 
 @pytest.fixture()
 def preflight_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """An empty folder to preflight in, without a hosted API's key (no hosted API is called from here)."""
+    """An empty folder to preflight in, without a hosted API's key and offline (no hosted API or hub is
+    called from here: a hub reader's tokenizer is not here, and the job would check with it)."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # no 60 s of retries per reader
     yield monkeypatch
     assert list(tmp_path.iterdir()) == []  # the preflight created nothing
 

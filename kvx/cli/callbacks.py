@@ -19,8 +19,9 @@ KVX_SWEEPER = "hydra_plugins.kvx.plugins.KvxSweeper"
 
 class SingleRun(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Check the run's cell (``kvx.cli.cells.check_cell``) before its folder or store exists."""
-        from kvx.cli.cells import check_cell, choices
+        """Check the run's cell (``kvx.cli.cells``) before its folder or store exists."""
+        from kvx.cli.cells import build_cell, check_fit, choices
+        from kvx.cli.preflight import check_services
 
         try:
             if config.get("suite"):
@@ -28,7 +29,8 @@ class SingleRun(Callback):
                 raise ConfigError(f"this preset is a suite of sweeps ({parts}): run it with -m")
             if config.get("per_job"):
                 raise ConfigError(f"per_job={list(config.per_job)} groups the cells of a multirun: add -m")
-            check_cell(config, choices(config))
+            check_fit(*build_cell(config, choices(config)))
+            check_services([config])
         except Exception as exc:  # Hydra would turn it into a warning and run the job anyway
             raise Stop(exc) from exc
 
@@ -36,7 +38,7 @@ class SingleRun(Callback):
         target = str(config.hydra.sweeper.get("_target_", ""))
         if target != KVX_SWEEPER:
             log.warning(
-                "kvx: sweeper %s: each job checks its cell as it starts (not every cell first), runs one cell "
-                "(no grouping: one model load and prefill per cell), and no sweep run is logged",
+                "kvx: sweeper %s: each job checks its cell as it starts (not every cell first), runs one "
+                "cell (no grouping: one model load and prefill per cell), and no sweep run is logged",
                 target,
             )

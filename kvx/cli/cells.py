@@ -86,15 +86,14 @@ def build_cell(cfg: DictConfig, typed: dict[str, str]) -> tuple[Any, Any, dict[s
     return cell, plugins["reader"], names
 
 
-def check_cell(cfg: DictConfig, typed: dict[str, str]) -> tuple[Any, Any, dict[str, str]]:
-    """``build_cell`` and the checks that need only the reader's tokenizer (``kvx.pipeline.fit``)."""
+def check_fit(cell: Any, reader: Any, names: dict[str, str]) -> None:
+    """The checks of a built cell that need only the reader's tokenizer (``kvx.pipeline.fit``): made
+    after every cell's values were checked, so a bad value fails before any tokenizer loads."""
     from kvx.pipeline.fit import check_fits
 
-    cell, reader, names = build_cell(cfg, typed)
     check_fits(
         names["task"], cell.task, names["reader"], reader, cell.context_tokens, cell.n_sources, cell.seed
     )
-    return cell, reader, names
 
 
 def setting_digest(cfg: DictConfig, typed: dict[str, str]) -> str:

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from kvx.core.errors import ConfigError
 from kvx.core.registry import RegistryError
 
-
 #: Hydra's ValueError for two modes at once (``-m ... --cfg job``)
 EXCLUSIVE = "Only one of --run, --multirun"
 
@@ -96,7 +95,7 @@ def _options(group: str, search_path: Sequence[str]) -> list[str]:
 
 def _unknown_key(cause: BaseException) -> str | None:
     """``Could not override 'ration'``: the keys valid where it would go, and the closest."""
-    from omegaconf import DictConfig
+    from omegaconf import DictConfig, OmegaConf
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
     if not isinstance(cause, (ConfigAttributeError, ConfigKeyError)):
@@ -106,8 +105,10 @@ def _unknown_key(cause: BaseException) -> str | None:
     full = str(getattr(cause, "full_key", "") or key)
     if not isinstance(parent, DictConfig) or not key:
         return None
-    valid = sorted(str(k) for k in parent.keys() if str(k) != "hydra")
     where = full.rpartition(".")[0]
+    if where and OmegaConf.get_type(parent) is dict:  # judge.reader_fields: takes keys, none declared
+        return f"{where} is a free-form mapping: add a key to it with +{full}=..."
+    valid = sorted(str(k) for k in parent if str(k) != "hydra")
     close = difflib.get_close_matches(key, valid, n=1)
     hint = f"; did you mean '{(where + '.' if where else '') + close[0]}'?" if close else ""
     what = f"keys of {where}" if where else "top-level keys"

@@ -135,7 +135,9 @@ def search_path(args: Sequence[str]) -> list[str]:
         elif flag.startswith(("--config-dir=", "-cd=")):
             out.append(f"file://{os.path.abspath(flag.partition('=')[2])}")
         elif flag.lstrip("+").startswith("hydra.searchpath="):
-            out.extend(p.strip().strip("'\"") for p in flag.partition("=")[2].strip("[]").split(",") if p.strip())
+            out.extend(
+                p.strip().strip("'\"") for p in flag.partition("=")[2].strip("[]").split(",") if p.strip()
+            )
     return out
 
 

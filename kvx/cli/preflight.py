@@ -56,6 +56,7 @@ def check_services(configs: Sequence[DictConfig]) -> None:
 def check_job(cfg: DictConfig) -> None:
     """Validate one composed job config: every value, the outputs folder, the tracking store and each
     plugin's own ``validate()``. Loads no model and creates nothing; raises ConfigError or RegistryError."""
+    check_known(cfg)
     check_ratio(cfg.ratio)
     check_optional_int("budget_tokens", cfg.get("budget_tokens"), 1)  # kept tokens; ratio unused when set
     check_int("seed", cfg.seed)
@@ -88,6 +89,27 @@ def check_job(cfg: DictConfig) -> None:
     sample = cfg.get("tracing", {}).get("sample", 0.0)
     if isinstance(sample, bool) or not isinstance(sample, (int, float)) or not 0 <= sample <= 1:
         raise ConfigError(f"tracing.sample={sample!r} must be a share of sources in [0, 1]")
+
+
+def check_known(node: DictConfig, where: str = "") -> None:
+    """Every key of a typed node (the root, ``lease``, each plugin's dataclass, ...) is a field kvx reads:
+    ``+foo=1`` and ``++foo=1`` add a key that Hydra's typed config would otherwise refuse, and that
+    nothing reads. Free-form mappings (``diagnostic_fields``) take any key."""
+    kind = OmegaConf.get_type(node)
+    fields = {f.name for f in dataclasses.fields(kind)} if dataclasses.is_dataclass(kind) else None
+    for key in node:
+        name = str(key)
+        if name == "hydra" and not where:
+            continue
+        if fields is not None and name not in fields:
+            valid = sorted(fields)
+            close = difflib.get_close_matches(name, valid, n=1)
+            hint = f"; did you mean '{where}{close[0]}'?" if close else ""
+            what = f"keys of {where[:-1]}" if where else "top-level keys"
+            raise ConfigError(f"unknown key '{where}{name}'; valid {what}: {', '.join(valid)}{hint}")
+        part = node._get_node(name)
+        if isinstance(part, DictConfig) and not part._is_missing() and not part._is_none():
+            check_known(part, f"{where}{name}.")
 
 
 def check_lease(node: Any) -> None:

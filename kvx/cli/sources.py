@@ -105,7 +105,8 @@ def split(config_path: str) -> tuple[str, str]:
 
 
 def instantiate(cfg: DictConfig, group: str) -> Any:
-    """The group's dataclass object; a field its ``__post_init__`` rejects is a ConfigError naming the group."""
+    """The group's dataclass object; a field its ``__post_init__`` rejects is a ConfigError naming
+    the group."""
     from omegaconf.errors import OmegaConfBaseException
 
     from kvx.cli.errors import one_line

@@ -11,9 +11,9 @@
    cells in one ``cells='<json>'`` override, so its command line is still the whole truth.
 3. **The sweep's MLflow parent run** (``kvx.cli.sweep_run``), with the exact planned cell count.
 4. **Suites**: a preset whose ``suite`` lists presets (or ``+experiment=a,b``, ``glob(...)``) runs
-   each as its own sweep over its own axes, after every part's cells are checked. Overrides on the command line apply to every part, ``PART:KEY=VALUE``
-   (``hydra.sweeper.scoped``) to one; the command line wins over ``suite_overrides``, and those over
-   the part's own values.
+   each as its own sweep over its own axes, after every part's cells are checked. Overrides on the
+   command line apply to every part, ``PART:KEY=VALUE`` (``hydra.sweeper.scoped``) to one; the
+   command line wins over ``suite_overrides``, and those over the part's own values.
 5. ``hydra.sweeper.plan=true`` (or ``json``) prints the cells and jobs and runs nothing.
 """
 
@@ -53,8 +53,6 @@ class Plan:
 
 
 def sweep(sweeper: Any, arguments: list[str]) -> list[Any]:
-    from kvx.cli.sweep_run import SweepRun
-
     config = sweeper.config
     started = time.perf_counter()
     composer = Composer.of_hydra(config.hydra)
@@ -62,6 +60,8 @@ def sweep(sweeper: Any, arguments: list[str]) -> list[Any]:
     if sweeper.plan:
         show(plans, sweeper.plan, time.perf_counter() - started)
         return []
+    from kvx.cli.sweep_run import SweepRun  # MLflow: only once the plan holds
+
     sweep_dir = Path(str(config.hydra.sweep.dir))
     sweep_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(config, sweep_dir / "multirun.yaml")
@@ -165,10 +165,16 @@ def plan(sweeper: Any, name: str | None, lines: list[str], composer: Composer) -
     """Expand, compose and check every cell, then group the cells into jobs."""
     from hydra.errors import HydraException
 
-    from kvx.cli.cells import check_cell, setting_digest
+    from kvx.cli.cells import build_cell, check_fit, setting_digest
     from kvx.cli.preflight import check_services
 
     overrides = parse(lines, sweeper.hydra_context.config_loader)
+    for o in overrides:
+        if o.key_or_group == PER_JOB and o.is_sweep_override():
+            axes = o.input_line.partition("=")[2]
+            raise ConfigError(
+                f"{o.input_line} is a sweep: name the axes one job holds as a list, per_job=[{axes}]"
+            )
     try:
         expanded = sweeper.split_arguments(overrides, None)[0]  # BasicSweeper's product of the axes
     except HydraException as exc:
@@ -176,19 +182,22 @@ def plan(sweeper: Any, name: str | None, lines: list[str], composer: Composer) -
 
         raise ConfigError(one_line(exc)) from None
     out = Plan(name, lines)
-    configs = []
+    configs, built = [], []
+    where = f"+experiment={name}: " if name else ""
     try:
         from tqdm import tqdm
 
         progress = tqdm(expanded, desc="kvx: checking cells", unit="cell", disable=len(expanded) < 50)
-        for cell_lines in progress:
+        for cell_lines in progress:  # every value first: a bad one fails before any tokenizer loads
             cfg, typed = composer(cell_lines)
-            cell, reader, names = check_cell(cfg, typed)
+            cell, reader, names = build_cell(cfg, typed)
             label = f"{cell.task_name}|{reader.label(names['reader'])}|{cell.label()}|seed={cell.seed}"
             out.cells.append(Cell(list(cell_lines), label, setting_digest(cfg, names)))
             configs.append(cfg)
+            built.append((cell, reader, names))
+        for one in built:
+            check_fit(*one)
     except ConfigError as exc:
-        where = f"+experiment={name}: " if name else ""
         raise ConfigError(f"{where}{exc}") from None
     if not configs:
         raise ConfigError(f"{' '.join(lines)}: the sweep has no cells")
@@ -248,7 +257,9 @@ def show(plans: list[Plan], mode: Any, seconds: float) -> None:
         body = [
             {
                 "part": p.name,
-                "cells": [{"label": c.label, "setting": c.setting, "overrides": c.overrides} for c in p.cells],
+                "cells": [
+                    {"label": c.label, "setting": c.setting, "overrides": c.overrides} for c in p.cells
+                ],
                 "jobs": p.jobs,
             }
             for p in plans

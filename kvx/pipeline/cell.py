@@ -4,8 +4,7 @@ source of a cell on its way from the setting's resolution to its answer (a job).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-from transformers import Cache
+from typing import TYPE_CHECKING
 
 from kvx.compressors.base import Compressor
 from kvx.core.identity import CellIdentity, SettingSpec, changed_fields, component, fields_of
@@ -13,13 +12,17 @@ from kvx.core.records import Record, versions
 from kvx.core.setting import Setting
 from kvx.core.source import Source
 from kvx.diagnostics.base import Diagnostic
-from kvx.modeling.compressed import CompressedRun
-from kvx.modeling.reader import LoadedReader, Prompt
-from kvx.pipeline.transform import Transformed
 from kvx.stores.tracing import Tracer
 from kvx.tasks.base import Task
 from kvx.transforms.base import Transform
 from kvx.transforms.none import Identity
+
+if TYPE_CHECKING:  # a cell is declared (planned, checked) without loading a framework
+    from transformers import Cache
+
+    from kvx.modeling.compressed import CompressedRun
+    from kvx.modeling.reader import LoadedReader, Prompt
+    from kvx.pipeline.transform import Transformed
 
 
 @dataclass

@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from kvx.core.errors import ConfigError
 
 CountTokens = Callable[[str], int]
+
+log = logging.getLogger("kvx")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,9 +50,23 @@ class _Keyed:
 
 @functools.cache
 def _counter(reader: _Keyed) -> CountTokens | None:
-    """The reader's ``token_counter()``, built once per reader configuration and process."""
+    """The reader's ``token_counter()``, built once per reader configuration and process. A tokenizer
+    whose files are not here (offline, a login node without the hub cache) is said once and not
+    checked: the run checks each prompt's length when it loads the reader."""
     hook = getattr(reader.plugin, "token_counter", None)
-    return hook() if hook is not None else None
+    if hook is None:
+        return None
+    try:
+        return hook()
+    except OSError as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        log.warning(
+            "kvx: %s: its tokenizer is not available here (%s); prompt lengths are checked "
+            "when the job loads it",
+            type(reader.plugin).__name__,
+            first,
+        )
+        return None
 
 
 @functools.lru_cache(maxsize=4096)
