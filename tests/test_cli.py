@@ -185,11 +185,23 @@ def test_a_sweep_killed_mid_source_loop_resumes_at_the_sources_it_reached(tmp_pa
 
 
 def test_a_failing_job_marks_the_parent_failed(tmp_path, blank_store):
-    # passes the preflight (40 tokens is above any RULER floor) but no byte-level prompt is that short
+    # a model folder with a tokenizer and no weights: every cell is checked (the tokenizer counts its
+    # prompts), and the job fails when it loads the model
+    from kvx.readers.tiny import byte_tokenizer
+
     blank_store(tmp_path)
-    args = ["-m", "reader=tiny", "press=tova", "n_sources=1", "context_tokens=300,40", "max_new_tokens=4"]
-    proc = kvx([*args, "progress=false", *SOLO_LEASE], tmp_path)
-    assert proc.returncode != 0 and "context_tokens=40 is too small" in proc.stderr
+    folder = tmp_path / "no-weights"
+    byte_tokenizer().save_pretrained(folder)
+    args = [
+        "-m",
+        "reader=hf",
+        f"reader.model_id={folder}",
+        "press=tova,snapkv",
+        "n_sources=1",
+        "max_new_tokens=4",
+    ]
+    proc = kvx([*args, "context_tokens=300", "progress=false", *SOLO_LEASE], tmp_path)
+    assert proc.returncode != 0 and "config.json" in proc.stderr, proc.stderr[-2000:]
     parents = runs(tmp_path, "sweep")
     assert len(parents) == 1 and parents[0].info.status == "FAILED"
 

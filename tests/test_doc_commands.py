@@ -338,7 +338,7 @@ STOPS = {
     "bwrap": ("bubblewrap isolation is unavailable",),
     "api-key": ("that environment variable is not set",),
     "server": ("nothing answers at",),
-    "plugin": ("Unknown compressor",),
+    "plugin": ("Unknown compressor", ": no such option"),
 }
 
 

@@ -221,6 +221,44 @@ def test_example_plugin_runs_end_to_end(sites: dict[str, Path], tmp_path: Path, 
 
 
 @pytest.mark.slow
+def test_example_plugin_preset_runs_as_installed(sites: dict[str, Path], tmp_path: Path, blank_store) -> None:
+    """The plugin's ``kvx.conf`` folder is on the search path once installed: its preset and its press
+    built on ``value_norm`` run with no flag, and that press is ``value_norm`` with ``n_sink=16``, the
+    same cells however chosen (one setting, one cell)."""
+    import json
+
+    blank_store(tmp_path)
+    example = [sites["example"]]
+    planned, _ = _kvx(["+experiment=example/value_norm", "hydra.sweeper.plan=json"], tmp_path, example)
+    assert planned.returncode == 0, planned.stderr[-3000:]
+    [sweep] = json.loads(planned.stdout)["sweeps"]
+    labels = [c["label"] for c in sweep["cells"]]
+    assert len(labels) == 6 and all(label.startswith("ruler_niah_single|tiny|") for label in labels)
+    assert sum("kvx-plugin-example:value_norm[n_sink=16]@" in label for label in labels) == 2
+    spelled, _ = _kvx(
+        [
+            "-m",
+            "+experiment=example/value_norm",
+            "press=value_norm",
+            "press.n_sink=16",
+            "hydra.sweeper.plan=json",
+        ],
+        tmp_path,
+        example,
+    )
+    assert spelled.returncode == 0, spelled.stderr[-3000:]
+    sinks = {c["setting"] for c in sweep["cells"] if "[n_sink=16]" in c["label"]}
+    assert {c["setting"] for c in json.loads(spelled.stdout)["sweeps"][0]["cells"]} == sinks
+
+    done, _ = _kvx(["+experiment=example/value_norm", "progress=false", *SOLO_LEASE], tmp_path, example)
+    assert done.returncode == 0, done.stderr[-3000:]
+    cells = _cell_runs(tmp_path / "outputs" / "mlflow.db")
+    assert len(cells) == 6 and all(r.info.status == "FINISHED" for r in cells)
+    sunk = [r for r in cells if r.data.params.get("press.n_sink") == "16"]
+    assert len(sunk) == 2 and all(r.data.params["choices.press"] == "value_norm_sinks" for r in sunk)
+
+
+@pytest.mark.slow
 def test_broken_plugin_does_not_stop_a_run(sites: dict[str, Path], tmp_path: Path, blank_store) -> None:
     blank_store(tmp_path)
     args = ["press=tova", "ratio=0.5", *TINY_RUN, "n_sources=1", f"outputs_dir={tmp_path / 'outputs'}"]

@@ -29,8 +29,9 @@ class SingleRun(Callback):
                 raise ConfigError(f"this preset is a suite of sweeps ({parts}): run it with -m")
             if config.get("per_job"):
                 raise ConfigError(f"per_job={list(config.per_job)} groups the cells of a multirun: add -m")
-            check_fit(*build_cell(config, choices(config)))
+            built = build_cell(config, choices(config))
             check_services([config])
+            check_fit(*built)
         except Exception as exc:  # Hydra would turn it into a warning and run the job anyway
             raise Stop(exc) from exc
 

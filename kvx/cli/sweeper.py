@@ -195,14 +195,14 @@ def plan(sweeper: Any, name: str | None, lines: list[str], composer: Composer) -
             out.cells.append(Cell(list(cell_lines), label, setting_digest(cfg, names)))
             configs.append(cfg)
             built.append((cell, reader, names))
+        if not configs:
+            raise ConfigError(f"{' '.join(lines)}: the sweep has no cells")
+        out.jobs = jobs(out.cells, configs[0].get(PER_JOB) or [], _in_one_process(sweeper.config))
+        check_services(configs)  # a store or server that does not answer, before any tokenizer loads
         for one in built:
             check_fit(*one)
     except ConfigError as exc:
         raise ConfigError(f"{where}{exc}") from None
-    if not configs:
-        raise ConfigError(f"{' '.join(lines)}: the sweep has no cells")
-    check_services(configs)
-    out.jobs = jobs(out.cells, configs[0].get(PER_JOB) or [], _in_one_process(sweeper.config))
     return out
 
 
