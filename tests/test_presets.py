@@ -115,3 +115,16 @@ def test_presets_swept_are_each_their_own_checked_sweep(tmp_path: Path) -> None:
         "tpbench/deletion",
         "tpbench/kv",
     ]
+
+
+def test_a_yaml_press_and_its_fields_typed_out_are_one_cell() -> None:
+    """docs/presets.md's ``snapkv_wide`` (snapkv, ``window_size: 128``) is snapkv with that field: one
+    setting, so one cell however it is spelled, and the same cell as typed alone."""
+    conf = str(Path(__file__).parents[1] / "docs" / "examples" / "conf")
+    (both,) = plan("--config-dir", conf, "press=snapkv_wide,snapkv", "press.window_size=128", "reader=tiny")
+    (typed,) = plan("press=snapkv", "press.window_size=128", "reader=tiny")
+    (yaml,) = plan("--config-dir", conf, "press=snapkv_wide", "reader=tiny")
+    assert len(both["cells"]) == 1
+    assert both["cells"][0]["setting"] == typed["cells"][0]["setting"] == yaml["cells"][0]["setting"]
+    (wider,) = plan("--config-dir", conf, "press=snapkv_wide,snapkv", "reader=tiny")
+    assert len({c["setting"] for c in wider["cells"]}) == 2  # window 128 and the default 64: two cells

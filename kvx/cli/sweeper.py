@@ -182,7 +182,7 @@ def plan(sweeper: Any, name: str | None, lines: list[str], composer: Composer) -
 
         raise ConfigError(one_line(exc)) from None
     out = Plan(name, lines)
-    configs, built = [], []
+    configs, built, seen = [], [], {}
     where = f"+experiment={name}: " if name else ""
     try:
         from tqdm import tqdm
@@ -192,7 +192,15 @@ def plan(sweeper: Any, name: str | None, lines: list[str], composer: Composer) -
             cfg, typed = composer(cell_lines)
             cell, reader, names = build_cell(cfg, typed)
             label = f"{cell.task_name}|{reader.label(names['reader'])}|{cell.label()}|seed={cell.seed}"
-            out.cells.append(Cell(list(cell_lines), label, setting_digest(cfg, names)))
+            setting = setting_digest(cfg, names)
+            if setting in seen:  # one setting, one cell: a YAML option and its fields typed out
+                print(
+                    f"kvx: {' '.join(cell_lines)} is the same cell as {seen[setting]}: run once",
+                    file=sys.stderr,
+                )
+                continue
+            seen[setting] = " ".join(cell_lines)
+            out.cells.append(Cell(list(cell_lines), label, setting))
             configs.append(cfg)
             built.append((cell, reader, names))
         if not configs:
