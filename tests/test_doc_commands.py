@@ -17,7 +17,6 @@ import pytest
 from doc_commands import Command, argv, inventory, page_commands
 from helpers import SOLO_LEASE, TINY_SWEEP, kvx_env
 
-
 ROOT = Path(__file__).parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 BIN = Path(sys.executable).parent
@@ -106,6 +105,17 @@ SCENARIOS = (
             Step('python -c "import torch, transformers.models.llama.modeling_llama, kvpress"'),
             Step("python tests/doc_commands.py", root=True),
             Step(".venv/bin/mkdocs serve", ("-a", "127.0.0.1:{port}"), serves="/", root=True),
+        ),
+    ),
+    Scenario(
+        "presets.md: a preset and a press of your own, in a config folder",
+        tuple(
+            Step(doc, add, swap=(("my-conf", "{root}/docs/examples/conf"),))
+            for doc, add in (
+                ("python -m kvx --config-dir my-conf --cfg job +experiment=lab/small", ()),
+                ("python -m kvx --config-dir my-conf +experiment=lab/small hydra.sweeper.plan=true", ()),
+                ("python -m kvx --config-dir my-conf +experiment=lab/small", ("progress=false", *SOLO_LEASE)),
+            )
         ),
     ),
     Scenario(

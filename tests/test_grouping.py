@@ -78,7 +78,9 @@ def test_a_yaml_option_extending_a_press_is_the_same_cell_as_its_fields_typed(tm
     """A cell is named by what it instantiates: ``press=mine`` (``defaults: [snapkv, _self_]`` with
     ``window_size: 32``) is ``press=snapkv press.window_size=32``."""
     (tmp_path / "conf" / "press").mkdir(parents=True)
-    (tmp_path / "conf" / "press" / "mine.yaml").write_text("defaults:\n  - snapkv\n  - _self_\nwindow_size: 32\n")
+    (tmp_path / "conf" / "press" / "mine.yaml").write_text(
+        "defaults:\n  - snapkv\n  - _self_\nwindow_size: 32\n"
+    )
     given = ["--config-dir", str(tmp_path / "conf"), "reader=tiny", f"outputs_dir={tmp_path}"]
     (mine,) = plan(*given, "press=mine")
     (typed,) = plan(*given, "press=snapkv", "press.window_size=32")

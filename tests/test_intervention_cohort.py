@@ -4,7 +4,6 @@ records it runs on, the run order it needs, its preset, and the per-signature co
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -151,7 +150,10 @@ def test_the_intervention_preset_is_the_papers_grid() -> None:
     assert list(cfg.diagnostics) == ["coverage", "likelihood", "decoding", "attention", "intervention"]
     assert (cfg.diagnostic_fields.intervention.cohort, cfg.n_sources) == ("low_ear", 100)
     params = dict(cfg.hydra.sweeper.params)
-    assert params["press"] == "streaming_llm,snapkv,tova,keydiff,think,hqq" and params["ratio"] == "0.25,0.5,0.75"
+    assert (
+        params["press"] == "streaming_llm,snapkv,tova,keydiff,think,hqq"
+        and params["ratio"] == "0.25,0.5,0.75"
+    )
     assert params["context_tokens"] == "8192,16384"
     tasks = params["task"].split(",")
     assert len(tasks) == 11 and {"ruler_vt", "ruler_cwe", "ruler_fwe"} <= set(tasks)

@@ -128,3 +128,18 @@ def test_a_yaml_press_and_its_fields_typed_out_are_one_cell() -> None:
     assert both["cells"][0]["setting"] == typed["cells"][0]["setting"] == yaml["cells"][0]["setting"]
     (wider,) = plan("--config-dir", conf, "press=snapkv_wide,snapkv", "reader=tiny")
     assert len({c["setting"] for c in wider["cells"]}) == 2  # window 128 and the default 64: two cells
+
+
+def test_help_lists_a_config_dirs_presets_and_options(
+    user_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--help`` is Hydra's app-help template over kvx's groups: the folder's preset, every option,
+    the composed config with the command's overrides; Hydra's own groups are ``--hydra-help``'s."""
+    from kvx.cli.main import main
+
+    assert main(["--config-dir", str(user_dir), "--help", "press=tova"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert "experiment/lab: small" in lines and "experiment/tpbench: deletion, kv, main" in lines
+    assert any(line.startswith("press: ") and "snapkv, streaming_llm" in line for line in lines)
+    assert "hydra/launcher" not in out and "press: {}" in lines  # tova has no fields

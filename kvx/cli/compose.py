@@ -134,7 +134,7 @@ def apply(cfg: DictConfig, overrides: Sequence[Any]) -> None:
         except ConfigError:
             raise
         except OmegaConfBaseException as exc:
-            from kvx.cli.errors import one_line
+            from kvx.core.errors import one_line
 
             raise ConfigError(f"{o.input_line}: {one_line(exc)}") from None
 

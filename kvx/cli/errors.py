@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 
-from kvx.core.errors import ConfigError
+from kvx.core.errors import ConfigError, one_line
 from kvx.core.registry import RegistryError
 
 #: Hydra's ValueError for two modes at once (``-m ... --cfg job``)
@@ -23,13 +23,6 @@ class Stop(BaseException):
     def __init__(self, error: Exception) -> None:
         super().__init__(str(error))
         self.error = error
-
-
-def one_line(exc: BaseException) -> str:
-    """Hydra's and OmegaConf's messages span lines (hints, full_key, object_type): keep the first of
-    the error and of its cause."""
-    parts = [str(e).strip().splitlines()[0] for e in (exc, exc.__cause__) if e is not None and str(e).strip()]
-    return ": ".join(dict.fromkeys(parts))
 
 
 def explain(exc: BaseException, search_path: Sequence[str] = ()) -> str | None:

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from kvx.cli.errors import Stop, explain
+from kvx.cli.help import HELP
 from kvx.core.commands import BAD_INPUT, INTERRUPTED, Failed
 
 #: Hydra flags that take a value (``-cd DIR``), which is not an override even with a ``=`` in it
@@ -44,6 +45,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     session = Session()
     try:
         args = command_line(args)
+        if any(flag in HELP for flag in _flags(args)):
+            from kvx.cli.help import help_text
+
+            print(help_text([a for a in args if a not in _flags(args)], search_path(args)))
+            return 0
         with _argv(args), _hydra_errors_raised():
             _application(session)()
     except SystemExit as exc:  # Hydra's own exits (argparse usage errors, --help)
@@ -123,6 +129,16 @@ def command_line(args: list[str]) -> list[str]:
     for part, lines in scoped.items():
         quoted = ",".join("'" + line.replace("\\", "\\\\").replace("'", "\\'") + "'" for line in lines)
         out.append(f"++hydra.sweeper.scoped.{part}=[{quoted}]")
+    return out
+
+
+def _flags(args: Sequence[str]) -> list[str]:
+    """The flags of a command line and their values: everything that is not an override."""
+    out, skip = [], False
+    for arg in args:
+        if skip or arg.startswith("-") or "=" not in arg:
+            skip = not skip and arg in VALUED
+            out.append(arg)
     return out
 
 

@@ -20,10 +20,9 @@ from urllib.parse import urlparse
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from kvx.cli.errors import one_line
 from kvx.cli.sources import GROUPS, instantiate
 from kvx.core.checks import check_bool, check_int, check_optional_int, check_ratio
-from kvx.core.errors import ConfigError
+from kvx.core.errors import ConfigError, one_line
 from kvx.core.registry import registry
 from kvx.diagnostics.base import Diagnostic, check_order
 from kvx.stores.tags import tracking_uri

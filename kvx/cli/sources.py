@@ -109,8 +109,7 @@ def instantiate(cfg: DictConfig, group: str) -> Any:
     the group."""
     from omegaconf.errors import OmegaConfBaseException
 
-    from kvx.cli.errors import one_line
-    from kvx.core.errors import ConfigError
+    from kvx.core.errors import ConfigError, one_line
 
     try:
         return OmegaConf.to_object(cfg[group])
@@ -122,7 +121,8 @@ def instantiate(cfg: DictConfig, group: str) -> Any:
 
 def configs_under(loader: Any, group: str, overrides: list[str]) -> list[str]:
     """Every config of ``group`` and its subfolders (``tpbench/main`` under ``experiment``) on the search
-    path of Hydra's config ``loader``, with the command's ``hydra.*`` ``overrides`` (its searchpath)."""
+    path of Hydra's config ``loader``, with the command's ``hydra.*`` ``overrides`` (its searchpath).
+    kvx's ``config.yaml`` sets no ``hydra.searchpath``, so it is not loaded for each listing."""
     from hydra.core.object_type import ObjectType
 
     out, folders = [], [group]
@@ -130,7 +130,7 @@ def configs_under(loader: Any, group: str, overrides: list[str]) -> list[str]:
         folder = folders.pop()
         prefix = folder.partition("/")[2]
         for kind in (ObjectType.CONFIG, ObjectType.GROUP):
-            names = loader.get_group_options(folder, kind, config_name="config", overrides=overrides)
+            names = loader.get_group_options(folder, kind, overrides=overrides)  # no primary config read
             if kind is ObjectType.CONFIG:
                 out.extend(f"{prefix}/{n}" if prefix else n for n in names)
             else:

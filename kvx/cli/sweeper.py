@@ -178,7 +178,7 @@ def plan(sweeper: Any, name: str | None, lines: list[str], composer: Composer) -
     try:
         expanded = sweeper.split_arguments(overrides, None)[0]  # BasicSweeper's product of the axes
     except HydraException as exc:
-        from kvx.cli.errors import one_line
+        from kvx.core.errors import one_line
 
         raise ConfigError(one_line(exc)) from None
     out = Plan(name, lines)
