@@ -11,13 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-
-@dataclass
-class Lease:
-    heartbeat_s: float = 15.0
-    stale_s: float = 120.0
-    settle_s: float = 0.5
-    poll_s: float = 2.0
+from kvx.stores.leases import Timing
 
 
 @dataclass
@@ -63,6 +57,6 @@ class RunConfig:
     #: a suite preset: the presets it runs one after another, and the overrides it adds to each
     suite: list[str] = field(default_factory=list)
     suite_overrides: list[str] = field(default_factory=list)
-    lease: Lease = field(default_factory=Lease)
+    lease: Timing = field(default_factory=Timing)
     tracing: Tracing = field(default_factory=Tracing)
     mlflow: Mlflow = field(default_factory=Mlflow)

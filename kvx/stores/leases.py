@@ -41,9 +41,10 @@ def worker_id() -> str:
     return _WORKER
 
 
-@dataclass(frozen=True)
+@dataclass
 class Timing:
-    """How often a live run says so, and when silence means its worker is gone (seconds)."""
+    """How often a live run says so, and when silence means its worker is gone (seconds); the root
+    config's ``lease`` node (``kvx.cli.schema``)."""
 
     heartbeat_s: float = 15.0
     stale_s: float = 120.0
