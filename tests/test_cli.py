@@ -225,7 +225,7 @@ def test_config_is_found_after_a_non_editable_install(tmp_path):
         capture_output=True,
         timeout=300,
     )
-    probe = "import kvx.__main__ as m; print(m.__file__); print(m.conf_dir())"
+    probe = "import kvx.core.conf as m; print(m.__file__); print(m.conf_dir())"
     out = subprocess.run(
         [sys.executable, "-c", probe],
         cwd=tmp_path,
