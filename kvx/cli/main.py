@@ -1,8 +1,9 @@
 """``python -m kvx``: Hydra's application, run in-process by ``main(argv) -> int``.
 
 Hydra parses the command line, composes the config (``--config-dir``, ``hydra.searchpath``, presets
-as ``+experiment=``, ``--cfg``, ``--info``, ``--help`` and shell completion are Hydra's own), and runs
-kvx's sweeper (``kvx.cli.sweeper``) or, for a single run, the job after kvx's callback checked it.
+as ``+experiment=``, ``--cfg``, ``--info``, ``--hydra-help`` and shell completion are Hydra's own;
+``--help`` fills Hydra's help template over kvx's groups, ``kvx.cli.help``), and runs kvx's sweeper
+(``kvx.cli.sweeper``) or, for a single run, the job after kvx's callback checked it.
 Here is the one place that turns how a command ended into a line and an exit code: bad input is one
 ``kvx: ...`` line and 2, Ctrl-C 130 with what was kept, a failure on good input its own code.
 """
