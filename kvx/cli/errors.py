@@ -101,8 +101,14 @@ def _unknown_key(cause: BaseException) -> str | None:
     where = full.rpartition(".")[0]
     if where and OmegaConf.get_type(parent) is dict:  # judge.reader_fields: takes keys, none declared
         return f"{where} is a free-form mapping: add a key to it with +{full}=..."
-    valid = sorted(str(k) for k in parent if str(k) != "hydra")
-    close = difflib.get_close_matches(key, valid, n=1)
-    hint = f"; did you mean '{(where + '.' if where else '') + close[0]}'?" if close else ""
+    return unknown_key(where, key, [str(k) for k in parent if str(k) != "hydra"])
+
+
+def unknown_key(where: str, key: str, valid: Sequence[str]) -> str:
+    """``unknown key 'lease.hartbeat_s'; valid keys of lease: ...; did you mean 'lease.heartbeat_s'?``"""
+    prefix = f"{where}." if where else ""
+    names = sorted(valid)
+    close = difflib.get_close_matches(key, names, n=1)
+    hint = f"; did you mean '{prefix}{close[0]}'?" if close else ""
     what = f"keys of {where}" if where else "top-level keys"
-    return f"unknown key '{full}'; valid {what}: {', '.join(valid) or '(none)'}{hint}"
+    return f"unknown key '{prefix}{key}'; valid {what}: {', '.join(names) or '(none)'}{hint}"

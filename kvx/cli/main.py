@@ -46,10 +46,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     session = Session()
     try:
         args = command_line(args)
-        if any(flag in HELP for flag in _flags(args)):
+        at = set(override_positions(args))
+        if any(arg in HELP for i, arg in enumerate(args) if i not in at):
             from kvx.cli.help import help_text
 
-            print(help_text([a for a in args if a not in _flags(args)], search_path(args)))
+            print(help_text([args[i] for i in sorted(at)], search_path(args)))
             return 0
         with _argv(args), _hydra_errors_raised():
             _application(session)()
@@ -109,10 +110,10 @@ def command_line(args: list[str]) -> list[str]:
     from kvx.cli.compose import parse
     from kvx.cli.sources import GROUPS
 
-    out, scoped, positions, skip = [], {}, [], False
-    for arg in args:
-        if skip or arg.startswith("-") or "=" not in arg:
-            skip = not skip and arg in VALUED
+    out, scoped, positions = [], {}, []
+    at = set(override_positions(args))
+    for i, arg in enumerate(args):
+        if i not in at:
             out.append(arg)
             continue
         head, colon, rest = arg.partition(":")
@@ -133,13 +134,14 @@ def command_line(args: list[str]) -> list[str]:
     return out
 
 
-def _flags(args: Sequence[str]) -> list[str]:
-    """The flags of a command line and their values: everything that is not an override."""
+def override_positions(args: Sequence[str]) -> list[int]:
+    """Where a command line's overrides are: every argument that is not a flag or a flag's value."""
     out, skip = [], False
-    for arg in args:
+    for i, arg in enumerate(args):
         if skip or arg.startswith("-") or "=" not in arg:
             skip = not skip and arg in VALUED
-            out.append(arg)
+        else:
+            out.append(i)
     return out
 
 

@@ -20,6 +20,7 @@ from urllib.parse import urlparse
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from kvx.cli.errors import unknown_key
 from kvx.cli.sources import GROUPS, instantiate
 from kvx.core.checks import check_bool, check_int, check_optional_int, check_ratio
 from kvx.core.errors import ConfigError, one_line
@@ -101,14 +102,12 @@ def check_known(node: DictConfig, where: str = "") -> None:
         if name == "hydra" and not where:
             continue
         if fields is not None and name not in fields:
-            valid = sorted(fields)
-            close = difflib.get_close_matches(name, valid, n=1)
-            hint = f"; did you mean '{where}{close[0]}'?" if close else ""
-            what = f"keys of {where[:-1]}" if where else "top-level keys"
-            raise ConfigError(f"unknown key '{where}{name}'; valid {what}: {', '.join(valid)}{hint}")
-        part = node._get_node(name)
-        if isinstance(part, DictConfig) and not part._is_missing() and not part._is_none():
-            check_known(part, f"{where}{name}.")
+            raise ConfigError(unknown_key(where, name, fields))
+        if OmegaConf.is_missing(node, name) or OmegaConf.is_interpolation(node, name):
+            continue
+        part = node[name]
+        if isinstance(part, DictConfig):
+            check_known(part, f"{where}.{name}" if where else name)
 
 
 def check_lease(node: Any) -> None:

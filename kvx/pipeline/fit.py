@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from kvx.core.errors import ConfigError
+from kvx.core.errors import ConfigError, one_line
 
 CountTokens = Callable[[str], int]
 
@@ -58,28 +58,23 @@ def _counter(reader: _Keyed) -> CountTokens | None:
         return None
     try:
         return hook()
-    except OSError as exc:
+    except Exception as exc:
+        why = (one_line(exc) or type(exc).__name__)[:200]
+        if not isinstance(exc, OSError):  # files that are here but are no tokenizer: the run fails too
+            raise ConfigError(f"{_named(reader.plugin)}: its tokenizer does not load: {why}") from None
         log.warning(
             "kvx: %s: its tokenizer is not available here (%s); prompt lengths are checked when the "
             "job loads it",
             _named(reader.plugin),
-            _first_line(exc),
+            why,
         )
         return None
-    except Exception as exc:  # files that are here but are no tokenizer: the run would fail the same way
-        raise ConfigError(
-            f"{_named(reader.plugin)}: its tokenizer does not load: {_first_line(exc)}"
-        ) from None
 
 
 def _named(reader: Any) -> str:
     """``reader.model_id=...`` where the reader has one, else its class."""
     model_id = getattr(reader, "model_id", None)
     return f"reader.model_id={model_id}" if model_id else type(reader).__name__
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
 
 
 @functools.lru_cache(maxsize=4096)
