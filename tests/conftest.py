@@ -1,4 +1,5 @@
-"""Shared fixtures: a tiny random Llama loaded once per test session."""
+"""Fixtures every test folder shares: a tiny random Llama, a blank MLflow store and a headless Chromium,
+each built once per test process (one per pytest-xdist worker) and shared read-only."""
 
 from __future__ import annotations
 
@@ -7,15 +8,6 @@ import os
 import pytest
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _prestarted():
-    """The servers of prestarted ``python -m kvx`` processes (tests/prestarted.py) end with the session."""
-    import prestarted
-
-    yield
-    prestarted.stop_all()
 
 
 @pytest.fixture(scope="session")
@@ -59,3 +51,25 @@ def blank_store(tmp_path_factory):
         con.close()
 
     return put
+
+
+@pytest.fixture(scope="session")
+def chromium() -> dict:
+    """How Playwright launches Debian's headless Chromium (its own browser download is not reachable
+    here): ``p.chromium.launch(**chromium)``. The test is skipped, saying what to install, where the
+    binary is missing."""
+    import shutil
+
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.skip("no chromium binary (apt-get install chromium)")
+    args = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+    return {"executable_path": path, "args": args}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Files holding end-to-end (``slow``) tests run first. pytest-xdist hands each worker one file at a
+    time (``--dist loadfile``), in this order: the long files start at once and the many short ones
+    fill in around them, instead of one long file left to end the run alone on one core."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)

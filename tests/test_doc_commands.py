@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from doc_commands import Command, argv, inventory, page_commands
-from helpers import SOLO_LEASE, TINY_SWEEP, kvx_env
+
+from kvx.testing.cli import SOLO_LEASE, TINY_SWEEP, kvx_env
+from tests.doc_commands import Command, argv, inventory, page_commands
 
 ROOT = Path(__file__).parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -132,7 +133,7 @@ SCENARIOS = (
     ),
 )
 
-IMPORTED_KVDIAGNOSIS = "tests/test_import_kvdiagnosis.py::imported"
+IMPORTED_KVDIAGNOSIS = "tests/importers/test_kvdiagnosis.py::imported"
 SCORES = "python -m kvx.aggregate --scores paired_scores.csv [--manifest artifact_manifest.jsonl] --boot 2000"
 COVERED = (
     Covered("bash scripts/setup.sh", ".ci/run", "bash scripts/setup.sh"),
@@ -152,28 +153,28 @@ COVERED = (
     Covered("python -m kvx.importers kvdiagnosis", IMPORTED_KVDIAGNOSIS, 'main(["kvdiagnosis"'),
     Covered(
         "python -m kvx.importers tpbench PATH --out DIR",
-        "tests/test_import_tpbench.py::imported",
+        "tests/importers/test_tpbench.py::imported",
         'main(["tpbench", str(release), "--out"',
     ),
     Covered(
         SCORES,
-        "tests/test_ragscale_release.py::test_summary_json_is_reproduced",
+        "tests/aggregate/test_ragscale_release.py::test_summary_json_is_reproduced",
         '"--scores", str(folder / "paired_scores.csv")',
     ),
     Covered(
         "python -m kvx.aggregate --scores tests/fixtures/ragscale_openrouter_hotpotqa/paired_scores.csv"
         " --boot 2000",
-        "tests/test_ragscale_release.py::test_summary_json_is_reproduced",
+        "tests/aggregate/test_ragscale_release.py::test_summary_json_is_reproduced",
         '"--boot", str(run["bootstrap_draws"])',
     ),
     Covered(
         "python -m kvx.aggregate --outputs-dir DIR",
-        "tests/test_cli.py::test_a_run_with_outputs_dir_is_aggregated_there_and_logs_what_results_md_lists",
+        "tests/cli/test_cli.py::test_a_run_with_outputs_dir_is_aggregated_there_and_logs_what_results_md_lists",
         '"--outputs-dir", "D"',
     ),
     Covered(
         "python -m kvx.aggregate --outputs-dir ...",
-        "tests/test_cli.py::test_a_run_with_outputs_dir_is_aggregated_there_and_logs_what_results_md_lists",
+        "tests/cli/test_cli.py::test_a_run_with_outputs_dir_is_aggregated_there_and_logs_what_results_md_lists",
         '"--outputs-dir", "D"',
     ),
     Covered(
@@ -181,21 +182,23 @@ COVERED = (
         "tests/test_server.py::test_the_server_serves_the_store_runs_with_that_outputs_dir_write",
         '["--outputs-dir", outputs_dir]',
     ),
-    Covered("python -m kvx.server", "tests/test_tracking_server.py::Server", '"kvx.server",'),
+    Covered("python -m kvx.server", "tests/stores/test_tracking_server.py::Server", '"kvx.server",'),
     Covered(
-        "python -m kvx.server --postgres outputs/pg", "tests/test_tracking_server.py::Server", '"--postgres",'
+        "python -m kvx.server --postgres outputs/pg",
+        "tests/stores/test_tracking_server.py::Server",
+        '"--postgres",',
     ),
-    Covered("mlflow server", "tests/test_mlflow_ui.py::ui", '"mlflow", "server"'),
+    Covered("mlflow server", "tests/stores/test_mlflow_ui.py::ui", '"mlflow", "server"'),
     # `mlflow ui` is MLflow's `mlflow server` with local defaults; starting one costs ~20-50 s here
     Covered(
         "mlflow ui --backend-store-uri sqlite:///outputs/mlflow.db",
-        "tests/test_mlflow_ui.py::ui",
+        "tests/stores/test_mlflow_ui.py::ui",
         "db = f\"sqlite:///{root / 'outputs' / 'mlflow.db'}\"",
     ),
     Covered(
         "python -m kvx task=tpbench_p1 reader=tiny turn_selector=recency turn_fraction=0.3 press=none"
         " n_sources=4 judge=tpbench_p1 judge.reader=tiny",
-        "tests/test_judges.py::test_cli_judges_a_tpbench_sweep_and_the_report_shows_the_kappa_table",
+        "tests/judges/test_judges.py::test_cli_judges_a_tpbench_sweep_and_the_report_shows_the_kappa_table",
         '"n_sources=4", "judge=tpbench_p1", "judge.reader=tiny"',
     ),
     Covered(
@@ -206,17 +209,17 @@ COVERED = (
     Covered(
         "python -m kvx -m hydra/launcher=kvx_joblib task=ruler_niah_single,hotpotqa press=snapkv,tova"
         " ratio=0.25,0.5 per_job=[press,ratio]",
-        "tests/test_launchers.py::test_preset_runs_grouped_jobs",
+        "tests/cli/test_launchers.py::test_preset_runs_grouped_jobs",
         '("kvx_joblib", "hydra_joblib_launcher")',
     ),
     Covered(
         "python -m kvx -m hydra/launcher=kvx_submitit_local ...",
-        "tests/test_launchers.py::test_preset_runs_grouped_jobs",
+        "tests/cli/test_launchers.py::test_preset_runs_grouped_jobs",
         '("kvx_submitit_local", "hydra_submitit_launcher")',
     ),
     Covered(
         "python -m kvx -m hydra/launcher=kvx_ray ...",
-        "tests/test_launchers.py::test_preset_runs_grouped_jobs",
+        "tests/cli/test_launchers.py::test_preset_runs_grouped_jobs",
         '("kvx_ray", "hydra_ray_launcher")',
     ),
 )
@@ -432,10 +435,9 @@ def test_the_preflight_check_catches_a_renamed_key_behind_any_need(
 
 
 def run_step(step: Step, folder: Path) -> None:
-    import prestarted
-
     from kvx.stores.health import wait_healthy
     from kvx.stores.postgres import free_port
+    from kvx.testing import cli
 
     port = str(free_port())
     text = step.doc
@@ -462,7 +464,7 @@ def run_step(step: Step, folder: Path) -> None:
             server.wait(timeout=30)
         return
     if program == "python" and rest[:1] == ["-m"] and rest[1] in ("kvx", "kvx.aggregate"):
-        done = prestarted.run(rest[1], rest[2:], folder, env, timeout=600)
+        done = cli.run(rest[1], rest[2:], folder, env)
     elif program == "source":
         done = subprocess.run(
             ["bash", "-c", text], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60

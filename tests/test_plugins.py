@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import SOLO_LEASE
 
 from kvx.core.setting import n_kept
 from kvx.modeling.capture import capture_prefill
+from kvx.testing.cli import SOLO_LEASE
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_SRC = REPO / "plugins" / "kvx-plugin-example"

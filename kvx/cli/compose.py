@@ -3,7 +3,7 @@ value overrides of each cell are applied to a copy, as Hydra's composition appli
 
 A 264-cell preset has 88 distinct defaults lists (task x press) but 264 cells: composing each cell
 from scratch costs ~40 ms, applying three value overrides to a copy well under one.
-``tests/test_compose.py`` pins ``Composer`` against Hydra's own ``compose`` on every override form
+``tests/cli/test_compose.py`` pins ``Composer`` against Hydra's own ``compose`` on every override form
 kvx accepts (``key=``, ``+key=``, ``++key=``, ``~key``, nested keys, lists, dicts, errors).
 """
 

@@ -1,7 +1,7 @@
 """Every other offline-capable kvpress press, by name, with the press's own defaults.
 
 Each entry is a small dataclass whose fields copy the press's plain-valued fields and defaults
-(kvpress 0.5.5; ``tests/test_catalog.py`` fails when kvpress drifts), so ``press=knorm`` and
+(kvpress 0.5.5; ``tests/compressors/test_catalog.py`` fails when kvpress drifts), so ``press=knorm`` and
 ``press=expected_attention press.n_sink=8`` work like the presets. kvpress is imported only when a
 press is built: registering these config nodes must not cost its ten-second import. Presses that
 fetch hub artefacts (DuoAttention, Q-Filters, KVzap, ...) are not listed: they cannot run offline

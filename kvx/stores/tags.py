@@ -27,8 +27,16 @@ MLFLOW_PARENT = "mlflow.parentRunId"
 
 
 def tracking_uri(cfg: DictConfig) -> str:
-    """``MLFLOW_TRACKING_URI`` wins over ``mlflow.tracking_uri`` (read without importing mlflow)."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or str(cfg.mlflow.tracking_uri)
+    """``MLFLOW_TRACKING_URI`` wins over ``mlflow.tracking_uri`` (read without importing mlflow). A
+    relative sqlite path (the default, ``sqlite:///outputs/mlflow.db``) is made absolute against the
+    working directory now, as MLflow would open it: the store stays the one this command meant even
+    where a later command in the same process (a notebook, a test) works elsewhere, since MLflow keeps
+    one open store per URI."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or str(cfg.mlflow.tracking_uri)
+    path = uri.removeprefix("sqlite:///")
+    if path != uri and path and not path.startswith(("/", ":memory:")) and "?" not in path:
+        return f"sqlite:///{Path(path).absolute()}"
+    return uri
 
 
 def _store_config(outputs_dir: str | None) -> DictConfig:

@@ -1,0 +1,218 @@
+"""TPBench §6.1.2 crossover, Table 8 gaps to full context and Appendix B token scaling, by hand."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kvx.aggregate.__main__ import main
+from kvx.aggregate.analyse.tpbench_gaps import (
+    RELEASE_BOOT_SEED,
+    RELEASE_N_BOOT,
+    TABLES,
+    crossover_alpha,
+    seed_weighted_interval,
+)
+from kvx.testing.tpbench import record, row, tables, write
+
+# ------------------------------------------------------------------------------------ crossover
+
+
+def test_crossover_alpha_of_the_paper_instance() -> None:
+    # §6.1.2, SGD r=0.30: earliest (P1 0.480, P2 0.156) against embedding MMR (0.178, 0.309):
+    # difference 0.302 α − 0.153 (1 − α) = 0 at α = 0.153 / 0.455
+    alpha = crossover_alpha(0.480 - 0.178, 0.156 - 0.309)
+    assert alpha == pytest.approx(0.153 / 0.455) and round(alpha, 3) == 0.336
+    assert crossover_alpha(0.178 - 0.480, 0.309 - 0.156) == pytest.approx(alpha)  # same point from b's side
+    assert math.isnan(crossover_alpha(0.1, 0.2))  # ahead on both: no swap
+    assert math.isnan(crossover_alpha(0.0, 0.2))  # tied on P1, ahead on P2: equal only at α = 1
+    assert math.isnan(crossover_alpha(0.0, 0.0)) and math.isnan(crossover_alpha(math.nan, 0.1))
+
+
+# Four dialogues, one seed, right answers per method: earliest leads P1, mmr leads P2, recency is
+# behind mmr on both and tied with earliest on P1.
+P1_RIGHT = {"earliest": 3, "mmr": 1, "recency": 3}
+P2_RIGHT = {"earliest": 1, "mmr": 3, "recency": 2}
+
+
+def crossover_records() -> list[dict]:
+    out = []
+    for task, right in (("tpbench_p1", P1_RIGHT), ("tpbench_p2", P2_RIGHT)):
+        for selector, k in right.items():
+            out += [record(task=task, dialogue=f"d{i}", selector=selector, comp=int(i < k)) for i in range(4)]
+    return out
+
+
+def test_crossover_table_by_hand(tmp_path: Path) -> None:
+    t = tables(tmp_path, crossover_records())["tpbench_crossover"]
+    strict = t[t["score"] == "strict"]
+    assert len(strict) == 3 and set(t["score"]) == {"strict", "loose"}  # 3 pairs of 3 methods
+    pair = row(strict, method_a="earliest", method_b="mmr")
+    # Δ1 = 3/4 − 1/4 = 1/2, Δ2 = 1/4 − 3/4 = −1/2: α/2 − (1 − α)/2 = 0 at α = 1/2
+    assert (pair["p1_accuracy_diff"], pair["p2_accuracy_diff"]) == (0.5, -0.5)
+    assert pair["crossover_alpha"] == pytest.approx(0.5) and pair["ahead_above"] == "earliest"
+    other = row(strict, method_a="mmr", method_b="recency")
+    # Δ1 = 1/4 − 3/4 = −1/2, Δ2 = 3/4 − 2/4 = 1/4: −α/2 + (1 − α)/4 = 0 at α = (1/4) / (3/4) = 1/3
+    assert other["crossover_alpha"] == pytest.approx(1 / 3) and other["ahead_above"] == "recency"
+    tied = row(strict, method_a="earliest", method_b="recency")
+    assert math.isnan(tied["crossover_alpha"]) and tied["ahead_above"] == ""
+    assert tied["note"] == "none: tied on P1, recency ahead on the other: no swap"
+    assert "full context" not in set(t["method_a"]) | set(t["method_b"])
+
+
+# ------------------------------------------------------------------------------------ the gaps
+
+
+def test_seed_weighted_interval_enumerated_by_hand() -> None:
+    # every dialogue has the same gap: every resample is that gap
+    assert seed_weighted_interval([-1.0, -1.0, -1.0], [42] * 3, ["a", "b", "c"]) == (-1.0, -1.0, -1.0)
+    # seed 42: d0 −1, d1 0 (mean −1/2); seed 43: d0 −1 (mean −1): estimate (−1/2 − 1) / 2 = −3/4,
+    # not the pooled −2/3. d0 carries weight 1/2 + 1 = 3/2 and sum −3/2, d1 weight 1/2 and sum 0:
+    # a resample of two clusters gives d0 d0 = −1 (1/4), d0 d1 = −3/4 (1/2), d1 d1 = 0 (1/4),
+    # so the 2.5th and 97.5th percentiles of 5,000 draws are −1 and 0
+    values, seeds, clusters = [-1.0, 0.0, -1.0], ["42", "42", "43"], ["d0", "d1", "d0"]
+    estimate, low, high = seed_weighted_interval(values, seeds, clusters)
+    assert estimate == pytest.approx(-0.75) and (low, high) == (-1.0, 0.0)
+    # rows in another order: the same clusters, the same draws
+    assert seed_weighted_interval(values[::-1], seeds[::-1], clusters[::-1]) == (estimate, low, high)
+    # one resample draws clusters integers(K, size=(1, K)) from default_rng(seed): here (d1, d0) ...
+    assert np.random.default_rng(3).integers(2, size=(1, 2)).tolist() == [[1, 0]]
+    assert seed_weighted_interval(values, seeds, clusters, n_boot=1, seed=3)[1] == pytest.approx(-0.75)
+    assert all(math.isnan(v) for v in seed_weighted_interval([math.nan], ["42"], ["a"]))
+    assert (RELEASE_N_BOOT, RELEASE_BOOT_SEED) == (5000, 20260928)
+
+
+def gap_records() -> list[dict]:
+    """Full context right on d0-d3 in seeds 42 and 43. Recency right on d0, d1 (seed 42) and d0
+    (seed 43, d1 unsupported); uniform stride right everywhere but d3 of seed 42, whose full-context
+    control is missing (a record without a control: never paired)."""
+    out = []
+    for seed in (42, 43):
+        for i in range(4):
+            out.append(
+                record(dialogue=f"d{i}", seed=seed, selector="recency", comp=int(i < 2 - (seed == 43)))
+            )
+    out[5] = record(dialogue="d1", seed=43, selector="recency", status="unsupported")
+    for seed in (42, 43):
+        for i in range(4):
+            out.append(record(dialogue=f"d{i}", seed=seed, selector="uniform_stride", comp=1))
+    return out
+
+
+def test_gap_to_full_context_by_hand(tmp_path: Path) -> None:
+    gap = tables(tmp_path, gap_records())["tpbench_gap"]
+    assert set(gap["method"]) == {"recency", "uniform_stride"}
+    recency = row(gap, method="recency")
+    # pairs: seed 42 d0-d3 (gaps 0, 0, −1, −1), seed 43 d0, d2, d3 (0, −1, −1)
+    assert (recency["n_pairs"], recency["n_seeds"], recency["n_dialogues"], recency["n_unpaired"]) == (
+        7,
+        2,
+        4,
+        0,
+    )
+    assert recency["strict_accuracy"] == pytest.approx((2 / 4 + 1 / 3) / 2)
+    assert recency["full_strict_accuracy"] == 1.0
+    assert recency["strict_accuracy_gap"] == pytest.approx((-2 / 4 - 2 / 3) / 2)
+    assert (
+        recency["strict_accuracy_gap_ci_low"]
+        < recency["strict_accuracy_gap"]
+        < recency["strict_accuracy_gap_ci_high"]
+    )
+    assert (recency["n_resamples"], recency["resample_seed"]) == (5000, 20260928)
+    stride = row(gap, method="uniform_stride")
+    # right wherever full context is: gap 0 in every resample
+    assert (stride["n_pairs"], stride["n_unpaired"]) == (8, 0)
+    assert (stride["strict_accuracy_gap"], stride["strict_accuracy_gap_ci_low"]) == (0.0, 0.0)
+    assert stride["loose_accuracy_gap_ci_high"] == 0.0  # loose = strict in these records
+    again = tables(tmp_path / "again", gap_records())["tpbench_gap"]
+    pd.testing.assert_frame_equal(gap, again)  # seeded: the same numbers every run
+
+
+def test_an_answer_without_a_scored_control_is_counted_unpaired(tmp_path: Path) -> None:
+    records = [record(dialogue=f"d{i}", comp=0) for i in range(3)]
+    no_control = record(dialogue="d3", comp=1)
+    del no_control["full"]["metrics"]["strict"]  # a control without the probe's score: never scored
+    gap = row(tables(tmp_path, [*records, no_control])["tpbench_gap"], method="recency")
+    assert (gap["n_pairs"], gap["n_unpaired"]) == (3, 1)
+    assert (gap["strict_accuracy_gap"], gap["strict_accuracy_gap_ci_low"]) == (-1.0, -1.0)
+
+
+# ------------------------------------------------------------------------------- token scaling
+
+
+def with_tokens(r: dict, context: int, question: int, share: float) -> dict:
+    """A record whose transform kept ``share`` of ``context`` prompt tokens (``_transform_info``)."""
+    name = r["cell"]["fields"]["transform"]
+    r["transform"] = {
+        "name": name,
+        "context_sha256": "0" * 64,
+        "kept_segment_ids": [],
+        "retained_token_share": share,
+    }
+    r |= {"n_context_tokens": context, "n_question_tokens": question}
+    return r
+
+
+def test_token_scaling_by_hand(tmp_path: Path) -> None:
+    records = [
+        with_tokens(record(dialogue="d0"), 90, 10, 0.3),  # L_full 100, L_comp 27 + 10 = 37
+        with_tokens(record(dialogue="d1"), 190, 10, 0.5),  # L_full 200, L_comp 95 + 10 = 105
+        record(dialogue="d0", selector="uniform_stride"),  # no transform block: no token counts
+        record(dialogue="d0", selector=None, press="snapkv", ratio=0.7),
+    ]
+    t = tables(tmp_path, records)["tpbench_tokens"]
+    recency = row(t, method="recency")
+    assert recency["n"] == 2 and recency["context_share_mean"] == pytest.approx(0.4)
+    assert recency["q_mean"] == pytest.approx((0.37 + 0.525) / 2)
+    assert recency["q2_mean"] == pytest.approx((0.37**2 + 0.525**2) / 2)
+    assert recency["kv_factor"] == pytest.approx(300 / 142)
+    assert recency["attention_factor"] == pytest.approx((100**2 + 200**2) / (37**2 + 105**2))
+    stride = row(t, method="uniform_stride")
+    assert stride["n"] == 0 and math.isnan(stride["q_mean"]) and "token counts" in stride["note"]
+    snapkv = row(t, method="snapkv")
+    assert math.isnan(snapkv["kv_factor"]) and snapkv["note"].startswith("a cache method prefills")
+    assert "full context" not in set(t["method"])
+    assert recency["note"] == ""
+    partial = [*records[:2], record(dialogue="d2")]  # a third answer without counts: counted, never dropped
+    assert row(tables(tmp_path / "partial", partial)["tpbench_tokens"], method="recency")["note"] == (
+        "2 of 3 carry token counts"
+    )
+
+
+def test_appendix_b_factors_at_q_030(tmp_path: Path) -> None:
+    # every prompt kept to 30% (no question tokens): 1/q = 3.3 and 1/q² = 11.1 (Appendix B)
+    records = [with_tokens(record(dialogue=f"d{i}"), 100 * (i + 1), 0, 0.3) for i in range(3)]
+    recency = row(tables(tmp_path, records)["tpbench_tokens"], method="recency")
+    assert recency["q_mean"] == pytest.approx(0.3) and recency["q2_mean"] == pytest.approx(0.09)
+    assert round(recency["kv_factor"], 1) == 3.3 and round(recency["attention_factor"], 1) == 11.1
+
+
+# ------------------------------------------------------------------------------- the command
+
+
+def test_report_of_a_tpbench_sweep_shows_each_table(tmp_path: Path) -> None:
+    records = crossover_records()
+    with_tokens(records[-1], 50, 5, 0.2)  # recency's P2 answer on d3 kept 10 of 50 context tokens
+    folder = write(tmp_path / "records", records)
+    out = tmp_path / "out"
+    assert main(["--records", str(folder), "--out", str(out), "--no-log", "--quiet", "--boot", "50"]) == 0
+    section = (out / "tpbench.md").read_text()
+    page = (out / "report.html").read_text()
+    for name in TABLES:
+        assert (out / f"{name}.csv").exists() and f"## {name}" in section and f"<h3>{name}</h3>" in page
+    crossing = pd.read_csv(out / "tpbench_crossover.csv")
+    assert row(crossing, score="strict", method_a="earliest", method_b="mmr")["crossover_alpha"] == 0.5
+    assert "Crossover (§6.1.2)" in section
+    assert set(pd.read_csv(out / "tpbench_gap.csv")["n_resamples"]) == {5000}  # the release's, not --boot
+    tokens = pd.read_csv(out / "tpbench_tokens.csv")
+    assert row(tokens, probe="P2", method="recency")["q_mean"] == pytest.approx(15 / 55)
+
+
+def test_no_tpbench_records_no_tables(tmp_path: Path) -> None:
+    from kvx.aggregate.analyse.tpbench_gaps import tpbench_gap_tables
+
+    assert tpbench_gap_tables(pd.DataFrame(), {}) == {}  # a whole run: test_aggregate_tpbench's
