@@ -10,6 +10,13 @@ import pytest
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+@pytest.fixture(autouse=True)
+def _own_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts without a tracking URI in the environment, whatever an earlier test of this
+    worker left there: a run in the test's folder writes to that folder's store."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+
+
 @pytest.fixture(scope="session")
 def tiny():
     from kvx.modeling.reader import load_reader

@@ -137,7 +137,7 @@ IMPORTED_KVDIAGNOSIS = "tests/importers/test_kvdiagnosis.py::imported"
 SCORES = "python -m kvx.aggregate --scores paired_scores.csv [--manifest artifact_manifest.jsonl] --boot 2000"
 COVERED = (
     Covered("bash scripts/setup.sh", ".ci/run", "bash scripts/setup.sh"),
-    Covered("python -m pytest", ".ci/run", ".venv/bin/python -m pytest"),
+    Covered("python -m pytest -n auto", ".ci/run", ".venv/bin/python -m pytest -n auto"),
     Covered("ruff check .", ".ci/run", ".venv/bin/ruff check ."),
     Covered("ruff format --check .", ".ci/run", ".venv/bin/ruff format --check ."),
     Covered("mkdocs build --strict", ".ci/run", ".venv/bin/mkdocs build --strict"),

@@ -111,7 +111,7 @@ def test_the_readme_is_an_overview_with_the_same_quickstart_and_map_as_the_site(
     assert quickstart in index
     run = "bash scripts/setup.sh && .venv/bin/python -m kvx -m press=snapkv,tova ratio=0.25,0.5"
     assert f"{run} && .venv/bin/python -m kvx.aggregate\n" in quickstart
-    assert "bash scripts/setup.sh && .venv/bin/python -m pytest\n" in quickstart
+    assert "bash scripts/setup.sh && .venv/bin/python -m pytest -n auto\n" in quickstart  # in parallel
     readme_map = re.findall(r"^- \[[^\]]+\]\(docs/([^)]+)\)", readme, flags=re.M)
     index_map = re.findall(r"^- \[[^\]]+\]\(([^)]+)\)", index, flags=re.M)
     assert readme_map == index_map

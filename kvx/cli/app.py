@@ -6,7 +6,7 @@ import errno
 import json
 import logging
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -219,13 +219,13 @@ def _compute(group: list[_CellRun], session: Session) -> dict[str, float]:
     tracers = [tracing.Tracer(float(c.cfg.tracing.sample), c.lease.run_id) for c in group]
     for c in group:
         c.client.set_tag(c.lease.run_id, "model_revision", reader.revision)
-    if any(t.sample > 0 for t in tracers):
-        tracing.configure(tracking.tracking_uri(first.cfg), first.exp_id)
+    traced = any(t.sample > 0 for t in tracers)
     progress = any(bool(c.cfg.progress) for c in group)
     resume = not any(bool(c.cfg.force) for c in group)
     cells, hashes = [c.cell for c in group], [c.chash for c in group]
     # every cell of this split is here: a source's capture is not needed once it is done
-    with PeakMemory() as peak:  # the split's cells run together: one peak for all of them
+    pointed = tracing.pointed_at(tracking.tracking_uri(first.cfg), first.exp_id) if traced else nullcontext()
+    with pointed, PeakMemory() as peak:  # the split's cells run together: one peak for all of them
         if served:
             results = eng.run_served(cells, reader, progress, hashes)
         else:

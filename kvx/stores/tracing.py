@@ -100,18 +100,18 @@ class Tracer:
             mlflow.flush_trace_async_logging()
 
 
-_CONFIGURED: tuple[str, str] | None = None  # the (store, experiment) MLflow's tracing points at
-
-
-def configure(uri: str, experiment_id: str) -> None:
-    """Point MLflow's tracing (a process-wide, fluent API) at the store and experiment of the runs,
-    once per process: every later cell of a sweep traces to the same place, and resetting MLflow's
-    process state per cell would only cost time."""
-    global _CONFIGURED
-    if (uri, experiment_id) == _CONFIGURED:
-        return
+@contextlib.contextmanager
+def pointed_at(uri: str, experiment_id: str) -> Iterator[None]:
+    """Point MLflow's tracing (a process-wide, fluent API) at the runs' store and experiment while a
+    job runs, and back afterwards. MLflow also exports the URI as ``MLFLOW_TRACKING_URI``, which kvx
+    reads as the store to use: left set, the next command in the same process (a notebook's next
+    sweep, a test's) would write to this job's store instead of its own."""
     import mlflow
 
+    previous = mlflow.get_tracking_uri() if mlflow.is_tracking_uri_set() else None
     mlflow.set_tracking_uri(uri)
     mlflow.set_experiment(experiment_id=experiment_id)
-    _CONFIGURED = (uri, experiment_id)
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(previous)

@@ -1,4 +1,4 @@
-"""MLflow tracing is pointed at a store once per process, not reset by every cell."""
+"""MLflow tracing is pointed at a job's store while its cells run, and put back afterwards."""
 
 from __future__ import annotations
 
@@ -7,16 +7,26 @@ import mlflow
 from kvx.stores import tracing
 
 
-def test_tracing_is_configured_once_per_store_and_experiment(monkeypatch):
+def test_tracing_points_mlflow_at_the_job_and_puts_back_what_it_found(tmp_path, monkeypatch):
+    """One job's cells trace to its store and experiment; afterwards MLflow's process-wide URI (and
+    ``MLFLOW_TRACKING_URI``, which MLflow exports and kvx reads as the store) is what it was, so the next
+    command in the same process writes to its own store."""
+    import os
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    mlflow.set_tracking_uri(None)
     calls = []
-    monkeypatch.setattr(mlflow, "set_tracking_uri", lambda uri: calls.append(("uri", uri)))
-    monkeypatch.setattr(mlflow, "set_experiment", lambda experiment_id: calls.append(("exp", experiment_id)))
-    monkeypatch.setattr(tracing, "_CONFIGURED", None)
-    for _ in range(3):  # three cells of one sweep
-        tracing.configure("sqlite:///a.db", "1")
-    assert calls == [("uri", "sqlite:///a.db"), ("exp", "1")]
-    tracing.configure("sqlite:///a.db", "2")  # another experiment: pointed again
-    assert calls[-1] == ("exp", "2") and len(calls) == 4
+    monkeypatch.setattr(mlflow, "set_experiment", lambda experiment_id: calls.append(experiment_id))
+    uri = f"sqlite:///{tmp_path / 'a.db'}"
+    with tracing.pointed_at(uri, "1"):
+        assert mlflow.get_tracking_uri() == uri and calls == ["1"]
+        assert os.environ["MLFLOW_TRACKING_URI"] == uri
+    assert not mlflow.is_tracking_uri_set() and "MLFLOW_TRACKING_URI" not in os.environ
+    mlflow.set_tracking_uri("sqlite:///mine.db")  # a notebook's own choice is kept
+    with tracing.pointed_at(uri, "2"):
+        assert mlflow.get_tracking_uri() == uri
+    assert mlflow.get_tracking_uri() == "sqlite:///mine.db" and calls == ["1", "2"]
+    mlflow.set_tracking_uri(None)
 
 
 def test_a_traced_source_takes_the_same_path_and_gives_the_same_records(tiny, tmp_path, monkeypatch):
@@ -51,13 +61,11 @@ def test_a_traced_source_takes_the_same_path_and_gives_the_same_records(tiny, tm
     client = MlflowClient(tracking_uri=uri)
     exp = client.create_experiment("kvx")
     runs = [client.create_run(exp).info.run_id for _ in grid]
-    monkeypatch.setattr(tracing, "_CONFIGURED", None)
-    previous = mlflow.get_tracking_uri()
-    tracing.configure(uri, exp)
     tracers = [tracing.Tracer(1.0, run_id) for run_id in runs]
-    traced = Engine(tmp_path / "traced", 2**30).run_cells(grid, tiny, progress=False, tracers=tracers)
-    for tracer in tracers:
-        tracer.flush()
+    with tracing.pointed_at(uri, exp):
+        traced = Engine(tmp_path / "traced", 2**30).run_cells(grid, tiny, progress=False, tracers=tracers)
+        for tracer in tracers:
+            tracer.flush()
     assert [[unmeasured(r) for r in rs] for rs in plain] == [
         [unmeasured(r) for r in as_dicts(rs)] for rs in traced
     ]
@@ -67,4 +75,3 @@ def test_a_traced_source_takes_the_same_path_and_gives_the_same_records(tiny, tm
     for trace in traces:
         names = {span.name for span in trace.data.spans}
         assert {"encode", "transform", "control", "compress", "prefill", "decode", "evaluate"} <= names
-    mlflow.set_tracking_uri(previous)  # the rest of the suite's fluent calls go where they went

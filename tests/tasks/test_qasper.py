@@ -332,7 +332,7 @@ def test_end_to_end_run_measures_coverage_on_qasper(tmp_path, qasper_file, blank
     assert sorted(split(qasper_file, 2, seed=6)) == ["qasper_qa2_0", "qasper_qc1_0"]
     blank_store(tmp_path)
     args = [f"task.path={qasper_file}", "reader=tiny", "n_sources=2", "seed=6", "press=snapkv", "ratio=0.5"]
-    done = cli.run("kvx", ["task=qasper", *args, "max_new_tokens=4", "progress=false"], tmp_path, timeout=600)
+    done = cli.run("kvx", ["task=qasper", *args, "max_new_tokens=4", "progress=false"], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
     exp = client.get_experiment_by_name("kvx").experiment_id
