@@ -8,6 +8,13 @@ import os
 import pytest
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # N workers on N cores: each worker's torch and BLAS (and the processes it starts) take their share of
+    # the cores instead of all of them; oversubscribed OpenMP threads spin and slow every worker down.
+    # Set before torch is imported (it reads the variable once).
+    _share = max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_name, str(_share))
 
 
 @pytest.fixture(autouse=True)

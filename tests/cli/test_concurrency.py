@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kvx.testing import cli
-from kvx.testing.cli import aggregate_strict, finish, kvx_env
+from kvx.testing.cli import FAST_LEASE, TINY_SWEEP, aggregate_strict, finish, kvx_env
 from kvx.testing.cli import start_sweep as _start
 from kvx.testing.stores import check_exactly_once, ledger
 
@@ -28,12 +28,12 @@ def start(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subproces
 
 
 def run_ok(cwd: Path, *args: str) -> str:
-    """Its log (Hydra writes the job log to stdout) and stderr."""
-    proc = start(cwd, *args)
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err[-3000:]
-    assert "Traceback" not in err, err[-3000:]
-    return out + err
+    """The same sweep run again, in-process (a rerun's subject is the store it finds, not its process):
+    its log (Hydra writes the job log to stdout) and stderr."""
+    done = cli.run("kvx", ["-m", *TINY_SWEEP, *FAST_LEASE, *args], cwd, kvx_env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    return done.stdout + done.stderr
 
 
 def wait_for_running_cell(cwd: Path, proc: subprocess.Popen, timeout: float = 300) -> None:
@@ -106,30 +106,29 @@ def test_a_sweep_stopped_mid_cell_resumes_and_supersedes_itself(tmp_path, blank_
     assert "0 errors and 0 warnings" in aggregate_strict(tmp_path)
 
 
-def test_a_full_disk_fails_the_cell_in_one_line_and_the_rerun_resumes(tmp_path, blank_store):
+def test_a_full_disk_fails_the_cell_in_one_line_and_the_rerun_resumes(tmp_path, blank_store, monkeypatch):
     """MLflow's local artifact repository is made to raise ENOSPC (as a full disk does) from the
     second cell's records on; the rerun, with space back, finishes the grid."""
+    import errno
+
+    from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
+
     blank_store(tmp_path)
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(
-        "import errno, os\n"
-        "from mlflow.store.artifact import local_artifact_repo as repo\n"
-        "real = repo.LocalArtifactRepository.log_artifact\n"
-        "def log_artifact(self, local_file, artifact_path=None):\n"
-        "    done = os.path.exists(os.environ['KVX_TEST_ONE_WRITE'])\n"
-        "    if os.path.basename(local_file) == 'records.jsonl' and done:\n"
-        "        raise OSError(errno.ENOSPC, 'No space left on device', local_file)\n"
-        "    open(os.environ['KVX_TEST_ONE_WRITE'], 'a').close()\n"
-        "    return real(self, local_file, artifact_path)\n"
-        "repo.LocalArtifactRepository.log_artifact = log_artifact\n"
-    )
-    flag = tmp_path / "first-write-done"
-    env = kvx_env(PYTHONPATH=str(hook), KVX_TEST_ONE_WRITE=str(flag))
+    real, written = LocalArtifactRepository.log_artifact, []
+
+    def log_artifact(self, local_file, artifact_path=None):
+        if os.path.basename(local_file) == "records.jsonl" and written:
+            raise OSError(errno.ENOSPC, "No space left on device", local_file)
+        written.append(local_file)
+        return real(self, local_file, artifact_path)
+
     grid = ["press=snapkv", "ratio=0.25,0.5", "n_sources=2"]
-    code, err = finish(start(tmp_path, *grid, env=env))
-    assert code == 1 and "Traceback" not in err, err[-3000:]
-    assert "kvx: disk full while writing" in err and "free space and rerun the same command" in err
+    with monkeypatch.context() as full:
+        full.setattr(LocalArtifactRepository, "log_artifact", log_artifact)
+        done = cli.run("kvx", ["-m", *TINY_SWEEP, *FAST_LEASE, *grid], tmp_path, kvx_env())
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert "kvx: disk full while writing" in done.stderr
+    assert "free space and rerun the same command" in done.stderr
     run_ok(tmp_path, *grid)
     check_exactly_once(tmp_path, cells=2, sources=2)
     assert "0 errors and 0 warnings" in aggregate_strict(tmp_path)

@@ -13,7 +13,8 @@ import pytest
 from kvx.stores.health import wait_healthy
 from kvx.stores.postgres import free_port
 from kvx.stores.tracking import ui_path
-from kvx.testing.cli import finish, kvx_env, start_sweep
+from kvx.testing import cli
+from kvx.testing.cli import FAST_LEASE, TINY_SWEEP, kvx_env
 from kvx.testing.stores import store
 
 pytestmark = pytest.mark.slow
@@ -40,8 +41,9 @@ def ui(tmp_path_factory, blank_store):
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        code, err = finish(start_sweep(root, "press=snapkv,tova", "n_sources=2", "tracing.sample=1"))
-        assert code == 0, err[-3000:]
+        sweep = ["-m", *TINY_SWEEP, *FAST_LEASE, "press=snapkv,tova", "n_sources=2", "tracing.sample=1"]
+        done = cli.run("kvx", sweep, root, kvx_env())
+        assert done.returncode == 0, done.stderr[-3000:]
         wait_healthy(f"{url}/health", server)
     except BaseException:
         server.terminate()
