@@ -7,14 +7,20 @@ import os
 
 import pytest
 
+
+def _threads_per_worker() -> None:
+    """N xdist workers on N cores: each worker's torch and BLAS (and the processes it starts) take their
+    share of the cores instead of all of them; oversubscribed OpenMP threads spin and slow every worker
+    down. Set before torch is imported (it reads the variables once)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    share = max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(name, str(share))
+
+
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-if os.environ.get("PYTEST_XDIST_WORKER"):
-    # N workers on N cores: each worker's torch and BLAS (and the processes it starts) take their share of
-    # the cores instead of all of them; oversubscribed OpenMP threads spin and slow every worker down.
-    # Set before torch is imported (it reads the variable once).
-    _share = max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
-    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ.setdefault(_name, str(_share))
+_threads_per_worker()
 
 
 @pytest.fixture(autouse=True)
@@ -82,8 +88,11 @@ def chromium() -> dict:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Files holding end-to-end (``slow``) tests run first. pytest-xdist hands each worker one file at a
+    """Tests on a real embedded reader are ``slow``, and files holding ``slow`` tests run first. pytest-xdist hands each worker one file at a
     time (``--dist loadfile``), in this order: the long files start at once and the many short ones
     fill in around them, instead of one long file left to end the run alone on one core."""
+    for item in items:  # a real embedded reader is an end-to-end test too: the fast layer runs neither
+        if item.get_closest_marker("embedded") and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
     slow = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow)

@@ -242,6 +242,7 @@ def test_control_ledger_disagreement_is_a_partner_problem(tmp_path: Path) -> Non
 # ----------------------------------------------------------------------- MLflow and the CLI
 
 
+@pytest.mark.slow
 def test_mlflow_and_exported_directory_give_identical_tables(tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     grid = Grid(readers=("smollm2", "gemma3", "tiny"), compressors=("snapkv", "tova", "think"), n_sources=12)
@@ -276,6 +277,7 @@ def test_mlflow_and_exported_directory_give_identical_tables(tmp_path: Path) -> 
     assert {a.path for a in client.list_artifacts(agg[0].info.run_id)} >= {"report.html", "matrix.csv"}
 
 
+@pytest.mark.slow
 def test_stale_sweeps_and_unfinished_jobs_are_reported(tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 
@@ -313,6 +315,7 @@ def test_cli_errors_and_strict(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["--pair", "onlyone"]) == 2  # argparse's usage error, returned
 
 
+@pytest.mark.slow
 def test_outputs_dir_finds_the_store_runs_with_that_outputs_dir_wrote_and_writes_beside_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -343,6 +346,7 @@ def test_outputs_dir_finds_the_store_runs_with_that_outputs_dir_wrote_and_writes
 LONG_LABEL = "[transform=kvx-plugin-example:keep_ends]"
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("error::UserWarning")
 @pytest.mark.parametrize(
     ("grid", "suffix"),

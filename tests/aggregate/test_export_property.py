@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from mlflow.tracking import MlflowClient
@@ -194,6 +195,7 @@ def roundtrip(root: Path, full: dict, sweeps: list[Sweep], singles: list[Run]) -
         )  # nothing merged, invented
 
 
+@pytest.mark.slow
 @settings(
     max_examples=12,
     deadline=None,

@@ -346,6 +346,7 @@ def test_table16_modal_category_per_cell(tables: dict[str, pd.DataFrame]) -> Non
 # ---------------------------------------------------------------------------------------- figures
 
 
+@pytest.mark.slow
 def test_every_figure_is_drawn(tables: dict[str, pd.DataFrame], tmp_path: Path) -> None:
     mine = {
         name: tables[name] for name, _ in FIGURES.values()

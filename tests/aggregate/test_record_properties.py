@@ -14,6 +14,7 @@ from tempfile import TemporaryDirectory
 from typing import Any
 
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -122,6 +123,7 @@ def assert_read_back(folder: Path, records: list[Record]) -> None:
         assert (math.isnan(hashed) and comp is None) or hashed == _text_hash(comp)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(studies())
 def test_stored_records_are_the_rows_the_aggregate_reads(records: list[Record]) -> None:

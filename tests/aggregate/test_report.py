@@ -183,6 +183,7 @@ def _assert_pngs(paths: list[Path]) -> None:
         assert path.stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_every_plot_writes_pngs(figures):
     assert set(figures) == set(plots.PLOTS)
     for paths in figures.values():

@@ -12,6 +12,7 @@ from kvx.aggregate.read import sqlite_runs
 from kvx.testing.synthetic import Grid, log_sweep
 
 
+@pytest.mark.slow
 def test_runs_tags_and_metrics_equal_mlflows(tmp_path):
     db = tmp_path / "mlflow.db"
     uri = f"sqlite:///{db}"

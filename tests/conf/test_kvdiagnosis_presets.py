@@ -62,6 +62,7 @@ def test_every_subtask_is_registered_and_sizes_a_small_prompt() -> None:
         assert source.evidence, name  # every family has evidence spans (coverage, EAR)
 
 
+@pytest.mark.slow
 def test_a_small_ruler_preset_run_passes_preflight_for_every_subtask(tmp_path: Path) -> None:
     """Every job of the preset, on the tiny reader at a small size with one press, is composed and
     checked (each subtask's ``validate()``, the context size against its minimum); ruler16k differs

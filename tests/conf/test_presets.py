@@ -88,6 +88,7 @@ def test_an_unknown_preset_names_the_presets_there_are(user_dir: Path) -> None:
     assert "Only one of --run, --multirun, --cfg" in line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "count"),
     [("tpbench/main", 3 * 7 * 3), ("tpbench/deletion", 4 * 3), ("tpbench/kv", 4)],
@@ -102,6 +103,7 @@ def test_each_tpbench_preset_runs_as_one_checked_sweep(name: str, count: int, tm
     assert len(json.loads(grouped[0].partition("=")[2].strip("'"))) == count
 
 
+@pytest.mark.slow
 def test_presets_swept_are_each_their_own_checked_sweep(tmp_path: Path) -> None:
     """``-m +experiment=a,b`` (and ``glob()``) runs each preset over its own axes, as a suite's parts."""
     given = ["task.corpus=synthetic", f"outputs_dir={tmp_path}"]

@@ -65,6 +65,7 @@ def test_the_users_readers_win_over_the_placeholder(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_hotpotqa_recomp_is_checked_offline_as_one_sweep(tmp_path: Path) -> None:
     (sweep,) = plan(f"+experiment={NAMES[0]}", f"outputs_dir={tmp_path}")
     (job,) = sweep["jobs"]

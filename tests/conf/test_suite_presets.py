@@ -55,6 +55,7 @@ def values(sweep: dict, key: str) -> list[str]:
     return [o.partition("=")[2] for c in sweep["cells"] for o in c["overrides"] if o.partition("=")[0] == key]
 
 
+@pytest.mark.slow
 def test_a_suite_is_one_sweep_per_part_and_the_command_line_wins(root: Path, tmp_path: Path) -> None:
     a, b = plan(
         "-cd",

@@ -10,9 +10,12 @@ from importlib.util import find_spec
 
 import pytest
 
-pytestmark = pytest.mark.skipif(
-    find_spec("hqq") is None or find_spec("sklearn") is None, reason="hqq and scikit-learn not installed"
-)
+pytestmark = [
+    pytest.mark.slow,  # a fresh process each
+    pytest.mark.skipif(
+        find_spec("hqq") is None or find_spec("sklearn") is None, reason="hqq and scikit-learn not installed"
+    ),
+]
 
 TINY = (
     "import torch\n"

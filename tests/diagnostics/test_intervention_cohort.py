@@ -159,6 +159,7 @@ def test_the_intervention_preset_is_the_papers_grid() -> None:
     assert len(tasks) == 11 and {"ruler_vt", "ruler_cwe", "ruler_fwe"} <= set(tasks)
 
 
+@pytest.mark.slow
 def test_the_intervention_preset_passes_preflight_with_the_tiny_reader(tmp_path: Path) -> None:
     """Every press and tier on one subtask (the full 396-cell grid composes the same way, only slower)."""
     given = ["+experiment=kvdiagnosis/intervention", "reader=tiny", "task=ruler_vt", "context_tokens=8192"]

@@ -128,6 +128,7 @@ def chat(n: int) -> list[ChatRequest]:
 # --- the client, against the real server through the proxy ---
 
 
+@pytest.mark.slow
 def test_429_with_retry_after_is_waited_out_and_counted(server, tmp_path) -> None:
     base, model = server
     proxy = Proxy(base, tmp_path, "1:429")
@@ -143,6 +144,7 @@ def test_429_with_retry_after_is_waited_out_and_counted(server, tmp_path) -> Non
         proxy.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["empty", "html", "500"])
 def test_a_bad_reply_is_an_error_with_the_servers_message_and_the_rest_go_on(server, tmp_path, kind) -> None:
     base, model = server
@@ -165,6 +167,7 @@ def test_a_bad_reply_is_an_error_with_the_servers_message_and_the_rest_go_on(ser
         proxy.stop()
 
 
+@pytest.mark.slow
 def test_cache_replays_an_answer_without_a_request_and_keys_the_exact_request(server, tmp_path) -> None:
     base, model = server
     proxy = Proxy(base, tmp_path)
@@ -302,6 +305,7 @@ def cell_records(folder: Path) -> dict[str, list[dict]]:
     return out
 
 
+@pytest.mark.slow
 def test_a_served_sweep_survives_its_server_dying_reuses_every_answer_and_never_writes_the_key(
     server, tmp_path, blank_store
 ) -> None:
@@ -360,6 +364,7 @@ def test_a_served_sweep_survives_its_server_dying_reuses_every_answer_and_never_
     assert all(r.data.params.get("reader.fields.api_key_env") is None for r in runs)  # a NEVER field
 
 
+@pytest.mark.slow
 def test_a_server_down_or_a_missing_key_fails_in_one_line_before_anything_loads(tmp_path) -> None:
     port = free_port()  # nothing listens there
     started = time.monotonic()
@@ -381,6 +386,7 @@ def test_a_server_down_or_a_missing_key_fails_in_one_line_before_anything_loads(
     )
 
 
+@pytest.mark.slow
 def test_a_panel_of_an_in_process_and_a_served_reader_passes_the_fixed_artifact_audit(
     server, tmp_path, blank_store
 ) -> None:
@@ -412,6 +418,7 @@ def test_a_panel_of_an_in_process_and_a_served_reader_passes_the_fixed_artifact_
     assert (panel["artifact_check"] == "identical text artifact").all()
 
 
+@pytest.mark.slow
 def test_the_summary_transform_compresses_through_a_served_model(server) -> None:
     from kvx.core.source import Segment, Source
     from kvx.transforms.summary import Summary

@@ -167,6 +167,7 @@ def _hwm() -> int:
     return int(re.search(r"VmHWM:\s+(\d+)", Path("/proc/self/status").read_text()).group(1)) * 1024
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="Linux /proc only")
 def test_peak_memory_sees_the_block_and_keeps_the_process_peak() -> None:
     before = _hwm()

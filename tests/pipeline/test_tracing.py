@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mlflow
+import pytest
 
 from kvx.stores import tracing
 
@@ -29,6 +30,7 @@ def test_tracing_points_mlflow_at_the_job_and_puts_back_what_it_found(tmp_path, 
     mlflow.set_tracking_uri(None)
 
 
+@pytest.mark.slow
 def test_a_traced_source_takes_the_same_path_and_gives_the_same_records(tiny, tmp_path, monkeypatch):
     """Tracing wraps each stage of the one source path in a span; the records are those of the
     untraced run, and every stage shows in the trace."""

@@ -144,6 +144,7 @@ def test_programmer_errors_raise():
         isolation_available("none")
 
 
+@pytest.mark.slow
 def test_infinite_loop_times_out_on_the_wall_clock():
     limits = Limits(wall_s=2, cpu_s=10, memory_bytes=512 * 2**20)
     executor_(limits).run("pass")  # probe the interpreter's layers outside the timing
@@ -194,6 +195,7 @@ def test_fork_loop_is_refused_by_the_guard(loop):
     assert_all_gone(outcome.stdout_tail)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("then", "status"), [("", "pass"), ("while True:\n    pass\n", "timeout")])
 def test_grandchildren_that_escaped_the_guard_are_killed_with_the_group(monkeypatch, then, status):
     _without_guard(monkeypatch)
@@ -206,6 +208,7 @@ def test_grandchildren_that_escaped_the_guard_are_killed_with_the_group(monkeypa
     assert_all_gone(outcome.stdout_tail)
 
 
+@pytest.mark.slow
 def test_fork_bomb_without_the_guard_is_contained_by_nproc(monkeypatch):
     """As nobody (kvx as root) or in bubblewrap's user namespace: never as uid 0, exempt from NPROC."""
     if not {"uid:nobody", "userns"} & set(_isolation(SYSTEM_PYTHON)):
@@ -343,6 +346,7 @@ def test_uid_drop_is_probed_not_assumed(tmp_path):
     assert "uid:nobody" not in isolation and "guard" in isolation
 
 
+@pytest.mark.slow
 def test_run_many_runs_in_parallel_and_keeps_order():
     programs = [f"import time\ntime.sleep(1)\nprint({index})\n" for index in range(4)]
     parallel = executor_(workers=2)

@@ -230,6 +230,7 @@ def test_the_scorer_is_part_of_the_cell() -> None:
     assert keb.flat()["task.scorer"] == "kv_exec_bench"
 
 
+@pytest.mark.slow
 def test_table1_runs_both_studies_as_sweeps_of_the_five_presses(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
