@@ -88,9 +88,10 @@ def chromium() -> dict:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests on a real embedded reader are ``slow``, and files holding ``slow`` tests run first. pytest-xdist hands each worker one file at a
-    time (``--dist loadfile``), in this order: the long files start at once and the many short ones
-    fill in around them, instead of one long file left to end the run alone on one core."""
+    """Tests on a real embedded reader are ``slow``, and files holding ``slow`` tests run first.
+    pytest-xdist hands each worker one file at a time (``--dist loadfile``), in this order: the long
+    files start at once and the many short ones fill in around them, instead of one long file left to
+    end the run alone on one core."""
     for item in items:  # a real embedded reader is an end-to-end test too: the fast layer runs neither
         if item.get_closest_marker("embedded") and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)

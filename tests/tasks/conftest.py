@@ -20,3 +20,11 @@ def corpora() -> Path:
     if not (path / "sgd").is_dir():
         pytest.fail(f"KVX_CORPORA={folder} holds no sgd/ folder")
     return path
+
+
+@pytest.fixture(scope="session")
+def clock_slack_s() -> float:
+    """How late a kill may land on a loaded machine (the suite runs a worker per core): a test bounds a
+    program's time by its limit plus this. The limits a test tells apart (a 2 s wall clock from a 10 s
+    CPU limit, a 1 s wall clock from a 60 s sleep) lie further apart."""
+    return 3.0

@@ -145,7 +145,7 @@ def test_programmer_errors_raise():
 
 
 @pytest.mark.slow
-def test_infinite_loop_times_out_on_the_wall_clock():
+def test_infinite_loop_times_out_on_the_wall_clock(clock_slack_s):
     limits = Limits(wall_s=2, cpu_s=10, memory_bytes=512 * 2**20)
     executor_(limits).run("pass")  # probe the interpreter's layers outside the timing
     start = time.monotonic()
@@ -153,7 +153,7 @@ def test_infinite_loop_times_out_on_the_wall_clock():
     elapsed = time.monotonic() - start
     assert (outcome.status, outcome.exit_code) == ("timeout", None)
     assert "wall-clock limit of 2 s" in outcome.reason
-    assert 2 <= outcome.seconds <= elapsed < 3
+    assert 2 <= outcome.seconds <= elapsed < 2 + clock_slack_s
 
 
 def test_cpu_limit_stops_a_busy_loop_first():
@@ -169,7 +169,9 @@ def test_cpu_limit_stops_a_busy_loop_first():
     ids=["one-allocation", "gradual"],
 )
 def test_memory_hog_hits_the_address_space_limit(program):
-    outcome = executor_().run(program)
+    # the clock is not the subject: a loaded machine may take seconds to start the sandbox, and a hog
+    # the memory limit does not stop still ends as a timeout, which fails here
+    outcome = executor_(Limits(wall_s=30, cpu_s=30, memory_bytes=512 * 2**20)).run(program)
     assert outcome.status == "memory_limit" and outcome.reason.startswith("MemoryError")
 
 
