@@ -105,7 +105,7 @@ def results_md_lists() -> dict[str, tuple[set[str], list[re.Pattern[str]]]]:
         bullet = re.search(rf"^- \*\*{kind}\*\*:(.*?)(?=^- \*\*)", text, flags=re.S | re.M).group(1)
         tokens = [name for code in re.findall(r"`([^`]+)`", bullet) for name in code.split()]
         patterns = [
-            re.compile(re.sub(r"<\w+>", lambda _: r"[\w.]+", re.escape(name)))
+            re.compile(re.sub(r"<\w+>", lambda _: r"[\w.-]+", re.escape(name)))  # distributions have -
             for name in tokens
             if "<" in name
         ]
