@@ -86,6 +86,36 @@ def test_seed_weighted_interval_enumerated_by_hand() -> None:
     assert (RELEASE_N_BOOT, RELEASE_BOOT_SEED) == (5000, 20260928)
 
 
+def test_seed_weighted_interval_is_the_releases_cluster_interval_to_the_bit() -> None:
+    """score_answers.py's ``cluster_interval`` (kentech-sail/TPBench), step by step: weights 1/n_seed,
+    per-cluster sums in the order the rows name them (sorted here, as kvx takes them), 5,000 draws of
+    ``integers(K, size=(5000, K))`` from ``default_rng(20260928)``, the (K, 2) draws summed over their
+    strided axis, and ``np.quantile(boot, [.025, .975])``."""
+    rng = np.random.default_rng(7)
+    dialogues = [f"d{i:02d}" for i in range(23)]
+    rows = [(seed, d, float(rng.normal())) for seed in (42, 43, 44) for d in dialogues if rng.random() < 0.8]
+    rows.sort(key=lambda r: r[1])
+    n_seed = {s: sum(r[0] == s for r in rows) for s in (42, 43, 44)}
+    clusters: dict[str, list[float]] = {}
+    for seed, d, v in rows:
+        clusters.setdefault(d, [0.0, 0.0])
+        weight = 1 / n_seed[seed]
+        clusters[d][0] += weight * v
+        clusters[d][1] += weight
+    arr = np.array(list(clusters.values()))
+    idx = np.random.default_rng(20260928).integers(len(arr), size=(5000, len(arr)))
+    sample = arr[idx].sum(axis=1)
+    boot = sample[:, 0] / sample[:, 1]
+    release = (float(arr[:, 0].sum() / arr[:, 1].sum()), *np.quantile(boot, [0.025, 0.975]).tolist())
+    mine = seed_weighted_interval([r[2] for r in rows], [r[0] for r in rows], [r[1] for r in rows])
+    assert mine[1:] == tuple(release[1:])  # the interval, to the bit
+    assert mine[0] == pytest.approx(release[0], rel=1e-15)  # the estimate: pandas sums in another order
+    # the last bits are the release's only by its order of additions: the same draws summed along a
+    # contiguous axis (pairwise), as kvx did before, give another low end here
+    contiguous = np.quantile(arr[idx, 0].sum(axis=1) / arr[idx, 1].sum(axis=1), [0.025, 0.975])
+    assert contiguous[0] != release[1]
+
+
 def gap_records() -> list[dict]:
     """Full context right on d0-d3 in seeds 42 and 43. Recency right on d0, d1 (seed 42) and d0
     (seed 43, d1 unsupported); uniform stride right everywhere but d3 of seed 42, whose full-context

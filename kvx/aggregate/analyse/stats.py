@@ -426,9 +426,10 @@ class UpgradeInterval:
     n_undefined: int  # draws whose raw upgrade fell below the floor: retention undefined, not replaced
 
 
-def _release_percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
+def release_percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
     """Percentiles at 2.5 and 97.5 for level 0.95, exactly: ``50 * (1 - 0.95)`` is 2.500000000000002 in
-    floating point, which would move the interpolation off the release's ``np.percentile(v, 2.5)``."""
+    floating point, which would move the interpolation off the releases' ``np.percentile(v, 2.5)``
+    (ragscale) and ``np.quantile(v, [.025, .975])`` (TPBench), which are the same numbers."""
     low_q = round(50.0 * (1.0 - level), 12)
     low, high = np.percentile(values, [low_q, 100.0 - low_q])
     return float(low), float(high)
@@ -468,9 +469,9 @@ def upgrade_interval(
     defined = np.abs(up_raw) >= floor
     ratio = up_comp[defined] / up_raw[defined]
     return UpgradeInterval(
-        raw=_release_percentiles(up_raw, level),
-        comp=_release_percentiles(up_comp, level),
-        retention=_release_percentiles(ratio, level) if ratio.size else (None, None),
+        raw=release_percentiles(up_raw, level),
+        comp=release_percentiles(up_comp, level),
+        retention=release_percentiles(ratio, level) if ratio.size else (None, None),
         n_undefined=int((~defined).sum()),
     )
 

@@ -10,7 +10,10 @@
   the release's ``scripts/reader_evaluation/score_answers.py`` (kentech-sail/TPBench): each seed's
   answers weigh 1/n_seed, so the estimate is the mean of the per-seed gaps; a dialogue drawn by
   several seeds is one cluster; 5,000 resamples from ``numpy.random.default_rng(20260928)``, the
-  clusters drawn as ``integers(K, size=(5000, K))``; the 2.5th and 97.5th percentiles (linear).
+  clusters drawn as ``integers(K, size=(5000, K))``; ``np.quantile(boot, [.025, .975])`` (linear).
+  The release indexes clusters in the order its rows first name them, kvx in sorted order (an
+  interval that does not depend on row order): on rows sorted by dialogue the two are the same to the
+  bit (tests/aggregate/test_tpbench_gaps.py).
   With equal seed sizes this is the pooled mean §6.2.3 bootstraps (``audit_p3_segments.py``, which
   reports full − method, the opposite sign, and draws every contrast from one generator).
 - ``tpbench_tokens`` (Appendix B): q = L_compressed / L_full, the share of the reader's input tokens
@@ -29,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kvx.aggregate.analyse.stats import _check_bootstrap, _interval
+from kvx.aggregate.analyse.stats import _check_bootstrap, release_percentiles
 from kvx.aggregate.analyse.tpbench import FULL, GROUP, _ranked
 
 __all__ = [
@@ -161,11 +164,20 @@ def seed_weighted_interval(
             "cluster": np.asarray(clusters, dtype=object)[keep].astype(str),
         }
     )
-    w = 1.0 / frame.groupby("seed")["v"].transform("size")
-    per = pd.DataFrame({"s": frame["v"] * w, "w": w, "cluster": frame["cluster"]}).groupby("cluster").sum()
-    sums, weights = per["s"].to_numpy(), per["w"].to_numpy()
-    draws = np.random.default_rng(seed).integers(len(per), size=(n_boot, len(per)))
-    low, high = _interval(sums[draws].sum(axis=1) / weights[draws].sum(axis=1), level)
+    w = (1.0 / frame.groupby("seed")["v"].transform("size")).to_numpy()
+    # each cluster's sums added up row by row (the release's ``+=``; pandas' group sums are compensated,
+    # which differs in the last bits), over the rows in cluster order: the result does not depend on
+    # the order the rows came in
+    order = np.argsort(frame["cluster"].to_numpy(), kind="stable")
+    names, codes = np.unique(frame["cluster"].to_numpy()[order], return_inverse=True)
+    sums, weights = np.zeros(len(names)), np.zeros(len(names))
+    np.add.at(sums, codes, w[order] * frame["v"].to_numpy()[order])
+    np.add.at(weights, codes, w[order])
+    draws = np.random.default_rng(seed).integers(len(names), size=(n_boot, len(names)))
+    # (K, 2) summed over the drawn axis, as the release does: numpy adds a strided axis row by row, a
+    # contiguous one pairwise, and the two differ in the last bits
+    drawn = np.stack([sums, weights], axis=1)[draws].sum(axis=1)
+    low, high = release_percentiles(drawn[:, 0] / drawn[:, 1], level)
     return float(sums.sum() / weights.sum()), low, high
 
 
