@@ -407,12 +407,8 @@ def preflight_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     assert list(tmp_path.iterdir()) == []  # the preflight created nothing
 
 
-@pytest.mark.parametrize(
-    "command",
-    # a full-size grid composes every one of its jobs (the intervention preset's take ~30 s)
-    [pytest.param(c, marks=[pytest.mark.slow] if "long" in c.needs else []) for c in PREFLIGHTED],
-    ids=lambda c: f"{c.page}:{c.line}",
-)
+@pytest.mark.slow  # each plans a whole documented command through the sweeper (a full-size grid: ~15 s)
+@pytest.mark.parametrize("command", PREFLIGHTED, ids=lambda c: f"{c.page}:{c.line}")
 def test_a_command_not_run_passes_the_preflight(command: Command, preflight_here: pytest.MonkeyPatch) -> None:
     for name, value in kvx_argv(command)[0].items():
         preflight_here.setenv(name, value)
