@@ -111,8 +111,13 @@ def popen(
     )
 
 
+def sweep(cwd: Path, *args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python -m kvx -m`` on the tiny reader with fast leases, in-process (see :func:`run`)."""
+    return run("kvx", ["-m", *TINY_SWEEP, *FAST_LEASE, *args], cwd, env or kvx_env())
+
+
 def start_sweep(cwd: Path, *args: str, env: Mapping[str, str] | None = None) -> subprocess.Popen:
-    """``python -m kvx -m`` on the tiny reader with fast leases, a real process (see :func:`popen`)."""
+    """The same sweep as :func:`sweep`, a real process (see :func:`popen`)."""
     return popen("kvx", ["-m", *TINY_SWEEP, *FAST_LEASE, *args], cwd, env or kvx_env())
 
 
@@ -127,21 +132,17 @@ def plan(*args: str) -> list[dict]:
     (``hydra.sweeper.plan=json``), in this process; nothing runs or is written. Fails with kvx's line."""
     import json
 
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = importlib.import_module(MAINS["kvx"]).main(["-m", *args, "hydra.sweeper.plan=json"])
-    assert code == 0, err.getvalue()[-3000:]
-    return json.loads(out.getvalue())["sweeps"]
+    done = run("kvx", ["-m", *args, "hydra.sweeper.plan=json"], os.getcwd())
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)["sweeps"]
 
 
 def refused(*args: str) -> str:
     """kvx's one line for a command it refuses (exit 2), in this process."""
-    err = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-        code = importlib.import_module(MAINS["kvx"]).main(list(args))
-    assert code == 2, err.getvalue()[-3000:]
-    lines = [line for line in err.getvalue().splitlines() if line.startswith("kvx: ")]
-    assert len(lines) == 1, err.getvalue()[-3000:]
+    done = run("kvx", args, os.getcwd())
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("kvx: ")]
+    assert len(lines) == 1, done.stderr[-3000:]
     return lines[0]
 
 

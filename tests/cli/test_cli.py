@@ -16,27 +16,21 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from kvx.testing import cli
-from kvx.testing.cli import SOLO_LEASE, aggregate_strict
+from kvx.testing.cli import SOLO_LEASE, aggregate_strict, kvx_env
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["reader=tiny", "n_sources=3", "context_tokens=300", "max_new_tokens=4", "progress=false", *SOLO_LEASE]
 
 
-def env(**extra: str) -> dict[str, str]:
-    e = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    e.update(extra)
-    return e
-
-
 def kvx(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     """``python -m kvx ARGS``, run in-process."""
-    return cli.run("kvx", args, cwd, env())
+    return cli.run("kvx", args, cwd, kvx_env())
 
 
 def started(args: list[str], cwd: Path):
     """A sweep in the background, in its own process group (so kill -9 takes its workers too)."""
-    return cli.popen("kvx", args, cwd, env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return cli.popen("kvx", args, cwd, kvx_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def client(cwd: Path) -> tuple[MlflowClient, str]:
@@ -117,7 +111,7 @@ def test_a_run_with_outputs_dir_is_aggregated_there_and_logs_what_results_md_lis
     proc = kvx([*TINY, "outputs_dir=D"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     args = ["--outputs-dir", "D", "--quiet", "--no-plots", "--no-log"]
-    done = cli.run("kvx.aggregate", args, tmp_path, env())
+    done = cli.run("kvx.aggregate", args, tmp_path, kvx_env())
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     assert "3 records read" in done.stdout
     assert len(list((tmp_path / "D" / "aggregate").glob("*/report.html"))) == 1
@@ -230,7 +224,7 @@ def test_config_is_found_after_a_non_editable_install(tmp_path):
     out = subprocess.run(
         [sys.executable, "-c", probe],
         cwd=tmp_path,
-        env=env(PYTHONPATH=str(site)),
+        env=kvx_env(PYTHONPATH=str(site)),
         capture_output=True,
         text=True,
     )
@@ -239,7 +233,7 @@ def test_config_is_found_after_a_non_editable_install(tmp_path):
     cfg = subprocess.run(
         [sys.executable, "-m", "kvx", "--cfg", "job", "press=tova"],
         cwd=tmp_path,
-        env=env(PYTHONPATH=str(site)),
+        env=kvx_env(PYTHONPATH=str(site)),
         capture_output=True,
         text=True,
         timeout=300,

@@ -15,22 +15,18 @@ from pathlib import Path
 import pytest
 
 from kvx.testing import cli
-from kvx.testing.cli import FAST_LEASE, TINY_SWEEP, aggregate_strict, finish, kvx_env
-from kvx.testing.cli import start_sweep as _start
+from kvx.testing.cli import aggregate_strict, finish, kvx_env, sweep
+from kvx.testing.cli import start_sweep as start
 from kvx.testing.stores import check_exactly_once, ledger
 
 pytestmark = pytest.mark.slow
 GRID = ["press=snapkv,tova", "ratio=0.25,0.5", "n_sources=3"]
 
 
-def start(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    return _start(cwd, *args, env=env)
-
-
 def run_ok(cwd: Path, *args: str) -> str:
     """The same sweep run again, in-process (a rerun's subject is the store it finds, not its process):
     its log (Hydra writes the job log to stdout) and stderr."""
-    done = cli.run("kvx", ["-m", *TINY_SWEEP, *FAST_LEASE, *args], cwd, kvx_env())
+    done = sweep(cwd, *args)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     return done.stdout + done.stderr
@@ -125,7 +121,7 @@ def test_a_full_disk_fails_the_cell_in_one_line_and_the_rerun_resumes(tmp_path, 
     grid = ["press=snapkv", "ratio=0.25,0.5", "n_sources=2"]
     with monkeypatch.context() as full:
         full.setattr(LocalArtifactRepository, "log_artifact", log_artifact)
-        done = cli.run("kvx", ["-m", *TINY_SWEEP, *FAST_LEASE, *grid], tmp_path, kvx_env())
+        done = sweep(tmp_path, *grid)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
     assert "kvx: disk full while writing" in done.stderr
     assert "free space and rerun the same command" in done.stderr

@@ -7,8 +7,7 @@ from importlib.util import find_spec
 
 import pytest
 
-from kvx.testing import cli
-from kvx.testing.cli import FAST_LEASE, TINY_SWEEP, aggregate_strict, finish, kvx_env, start_sweep
+from kvx.testing.cli import aggregate_strict, finish, start_sweep, sweep
 from kvx.testing.stores import check_exactly_once, ledger
 
 pytestmark = pytest.mark.slow
@@ -29,16 +28,16 @@ def test_preset_runs_grouped_jobs(tmp_path, blank_store, preset, plugin):
     if find_spec(f"hydra_plugins.{plugin}") is None:
         pytest.skip(f'{plugin} is not installed (pip install "kvx[launchers]")')
     args = [f"hydra/launcher={preset}", *GRID]
-    if (
-        preset == "kvx_ray"
-    ):  # Ray starts its cluster from the sweep's process and keeps it: a process of its own
+    # the launcher's workers are processes; the sweep that plans and dispatches them runs in-process,
+    # except under Ray, which starts its cluster from the sweep's process and keeps it
+    if preset == "kvx_ray":
         code, err = finish(start_sweep(tmp_path, *args))
-    else:  # the launcher's workers are processes; the sweep that plans and dispatches them runs in-process
-        done = cli.run("kvx", ["-m", *TINY_SWEEP, *FAST_LEASE, *args], tmp_path, kvx_env())
+    else:
+        done = sweep(tmp_path, *args)
         code, err = done.returncode, done.stderr
     assert code == 0 and "Traceback" not in err, err[-3000:]
     check_exactly_once(tmp_path, cells=4, sources=2)
-    (sweep,) = ledger(tmp_path)["sweep"]
-    assert sweep.data.tags["kvx.planned_jobs"] == "4"  # 2 jobs x 2 cells each
-    assert sum(tag.startswith("kvx.plan.") for tag in sweep.data.tags) == 4  # each job's cells, its plan
+    (parent,) = ledger(tmp_path)["sweep"]
+    assert parent.data.tags["kvx.planned_jobs"] == "4"  # 2 jobs x 2 cells each
+    assert sum(tag.startswith("kvx.plan.") for tag in parent.data.tags) == 4  # each job's cells, its plan
     assert "0 errors and 0 warnings" in aggregate_strict(tmp_path)

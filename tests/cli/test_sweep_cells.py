@@ -3,7 +3,6 @@ row, with what varies as columns, and the aggregate finds nothing wrong (tiny re
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -11,7 +10,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from kvx.testing import cli
-from kvx.testing.cli import SOLO_LEASE
+from kvx.testing.cli import SOLO_LEASE, kvx_env
 
 pytestmark = pytest.mark.slow
 TINY = [
@@ -25,21 +24,15 @@ TINY = [
 ]
 
 
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"} | {
-        "TOKENIZERS_PARALLELISM": "false"
-    }
-
-
 def kvx(cwd: Path, *args: str) -> None:
     """``python -m kvx -m ARGS``, run in-process."""
-    done = cli.run("kvx", ["-m", *args, *TINY], cwd, _env())
+    done = cli.run("kvx", ["-m", *args, *TINY], cwd, kvx_env())
     assert done.returncode == 0, done.stderr[-3000:]
 
 
 def aggregate(cwd: Path, *args: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     out = cwd / "agg"
-    done = cli.run("kvx.aggregate", ["--no-plots", "--no-log", "--out", str(out), *args], cwd, _env())
+    done = cli.run("kvx.aggregate", ["--no-plots", "--no-log", "--out", str(out), *args], cwd, kvx_env())
     assert done.returncode == 0, done.stderr[-3000:]
     return pd.read_csv(out / "matrix.csv", keep_default_na=False), pd.read_csv(out / "problems.csv")
 
@@ -117,13 +110,13 @@ def test_single_runs_plan_their_own_cells_and_a_sweep_its_jobs(tmp_path, blank_s
     ]  # multikey's least
 
     def run(*args: str) -> None:
-        done = cli.run("kvx", [*args, *tiny], tmp_path, _env())
+        done = cli.run("kvx", [*args, *tiny], tmp_path, kvx_env())
         assert done.returncode == 0, done.stderr[-3000:]
 
     run()
     run("task=ruler_niah_multikey", "press=pyramidkv", "seed=1")
     strict = ["--no-plots", "--no-log", "--strict", "--out", str(tmp_path / "agg")]
-    done = cli.run("kvx.aggregate", strict, tmp_path, _env())
+    done = cli.run("kvx.aggregate", strict, tmp_path, kvx_env())
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run("-m", "press=snapkv,pyramidkv")  # snapkv@0.5 of ruler_niah_single is the first run's: reused
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")

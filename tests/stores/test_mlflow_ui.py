@@ -13,8 +13,7 @@ import pytest
 from kvx.stores.health import wait_healthy
 from kvx.stores.postgres import free_port
 from kvx.stores.tracking import ui_path
-from kvx.testing import cli
-from kvx.testing.cli import FAST_LEASE, TINY_SWEEP, kvx_env
+from kvx.testing.cli import kvx_env, sweep
 from kvx.testing.stores import store
 
 pytestmark = pytest.mark.slow
@@ -41,8 +40,7 @@ def ui(tmp_path_factory, blank_store):
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        sweep = ["-m", *TINY_SWEEP, *FAST_LEASE, "press=snapkv,tova", "n_sources=2", "tracing.sample=1"]
-        done = cli.run("kvx", sweep, root, kvx_env())
+        done = sweep(root, "press=snapkv,tova", "n_sources=2", "tracing.sample=1")
         assert done.returncode == 0, done.stderr[-3000:]
         wait_healthy(f"{url}/health", server)
     except BaseException:

@@ -20,8 +20,7 @@ import pytest
 
 from kvx.stores import postgres
 from kvx.stores.health import wait_healthy
-from kvx.testing import cli
-from kvx.testing.cli import FAST_LEASE, TINY_SWEEP, aggregate_strict, finish, kvx_env, start_sweep
+from kvx.testing.cli import aggregate_strict, finish, kvx_env, start_sweep, sweep
 from kvx.testing.stores import check_exactly_once, store
 
 pytestmark = pytest.mark.slow
@@ -145,8 +144,9 @@ def _sweep(server: Server, cwd: Path, experiment: str, *args: str) -> subprocess
 
 def test_grouped_jobs_log_to_postgres_and_s3(server, tmp_path):
     grid = ["press=snapkv,tova", "ratio=0.25,0.5", "per_job=[ratio]", "n_sources=2"]  # joblib: test_launchers
-    args = ["-m", *TINY_SWEEP, *FAST_LEASE, "mlflow.experiment=grouped", *grid]
-    done = cli.run("kvx", args, tmp_path, _env(server))  # in-process: its subject is the store
+    done = sweep(
+        tmp_path, "mlflow.experiment=grouped", *grid, env=_env(server)
+    )  # in-process: the store is the subject
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
     check_exactly_once(tmp_path, cells=4, sources=2, uri=server.uri, experiment="grouped")
     assert "0 errors and 0 warnings" in aggregate_strict(tmp_path, server.uri, "grouped")
