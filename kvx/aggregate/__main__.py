@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvx.aggregate.analyse.audit_outcomes import (
+from kvx.aggregate.kvexec.onset import DEFAULT_THRESHOLD, check_threshold
+from kvx.aggregate.ragscale.outcomes import (
     ATTENUATED,
     MIN_SLICE_ROWS,
     OUTCOMES,
@@ -34,8 +35,7 @@ from kvx.aggregate.analyse.audit_outcomes import (
     gate,
     parse_outcomes,
 )
-from kvx.aggregate.analyse.audit_settings import INTERVALS, TIE_RULES
-from kvx.aggregate.analyse.onset import DEFAULT_THRESHOLD, check_threshold
+from kvx.aggregate.ragscale.settings import INTERVALS, TIE_RULES
 from kvx.aggregate.read import cache
 from kvx.aggregate.read.sources import DirectorySource, MlflowSource, Source
 from kvx.aggregate.run import Options, Result, analyse

@@ -17,40 +17,40 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
-from kvx.aggregate.analyse.answer_metrics import paired_answers
-from kvx.aggregate.analyse.audit import AuditTables, audit, with_families
-from kvx.aggregate.analyse.audit_controls import AuditControls
-from kvx.aggregate.analyse.audit_draws import audit_draws
-from kvx.aggregate.analyse.audit_outcomes import (
+from kvx.aggregate.kvdiagnosis.intervention import intervention
+from kvx.aggregate.kvdiagnosis.intervention_cohort import intervention_cohort
+from kvx.aggregate.kvdiagnosis.release import kvdiagnosis_release_tables
+from kvx.aggregate.kvdiagnosis.workloads import kvdiagnosis_tables
+from kvx.aggregate.kvexec.answer_metrics import paired_answers
+from kvx.aggregate.kvexec.contrast import contrast, contrast_by_ratio
+from kvx.aggregate.kvexec.onset import DEFAULT_THRESHOLD, onset
+from kvx.aggregate.paired.costs import costs, frontier
+from kvx.aggregate.paired.judges import agreement, judge_names
+from kvx.aggregate.paired.matched import matched
+from kvx.aggregate.paired.matrix import categories, failures, matrix
+from kvx.aggregate.paired.separation import separation
+from kvx.aggregate.ragscale.audit import AuditTables, audit, with_families
+from kvx.aggregate.ragscale.controls import AuditControls
+from kvx.aggregate.ragscale.draws import audit_draws
+from kvx.aggregate.ragscale.outcomes import (
     MIN_SLICE_ROWS,
     RETENTION_ALERT,
     audit_changed,
     audit_slices,
     with_outcomes,
 )
-from kvx.aggregate.analyse.audit_predictive import predictive_audit
-from kvx.aggregate.analyse.audit_settings import AuditSettings
-from kvx.aggregate.analyse.contrast import contrast, contrast_by_ratio
-from kvx.aggregate.analyse.cost_frontier import costs, frontier
-from kvx.aggregate.analyse.intervention import intervention
-from kvx.aggregate.analyse.intervention_cohort import intervention_cohort
-from kvx.aggregate.analyse.judges import agreement, judge_names
-from kvx.aggregate.analyse.kvdiagnosis_release import kvdiagnosis_release_tables
-from kvx.aggregate.analyse.kvdiagnosis_tables import kvdiagnosis_tables
-from kvx.aggregate.analyse.matched import matched
-from kvx.aggregate.analyse.matrix import categories, failures, matrix
-from kvx.aggregate.analyse.onset import DEFAULT_THRESHOLD, onset
-from kvx.aggregate.analyse.separation import separation
-from kvx.aggregate.analyse.swap import swapped
-from kvx.aggregate.analyse.tpbench import tpbench_rows, tpbench_tables
-from kvx.aggregate.analyse.tpbench_gaps import tpbench_gap_tables
-from kvx.aggregate.analyse.tpbench_tables import paper_tables
+from kvx.aggregate.ragscale.predictive import predictive_audit
+from kvx.aggregate.ragscale.settings import AuditSettings
+from kvx.aggregate.ragscale.swap import swapped
 from kvx.aggregate.read.cells import label_cells, with_varying
 from kvx.aggregate.read.problems import Problem
 from kvx.aggregate.read.release_tables import release_tables
 from kvx.aggregate.read.rows import with_ids
 from kvx.aggregate.read.sources import CONTROL_SUFFIX, MANIFEST, Batch, Source, stem
 from kvx.aggregate.read.validation import Validated, cross_check, validate_batch
+from kvx.aggregate.tpbench.budgets import tpbench_gap_tables
+from kvx.aggregate.tpbench.paper_tables import paper_tables
+from kvx.aggregate.tpbench.probes import tpbench_rows, tpbench_tables
 from kvx.aggregate.workers import cpus, forked, imap
 
 PROBLEM_COLUMNS = ["check", "severity", "run", "key", "message"]

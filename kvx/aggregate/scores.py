@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from kvx.aggregate.analyse.audit import AuditTables, Visit, audit, metrics, with_families
+from kvx.aggregate.ragscale.audit import AuditTables, Visit, audit, metrics, with_families
 from kvx.aggregate.read.problems import Problem
 from kvx.aggregate.read.ragscale_scores import (
     RagscaleScores,
@@ -88,7 +88,7 @@ def hint_columns(frame: pd.DataFrame, metrics: list[str]) -> list[str]:
 
 
 def score_rows(frame: pd.DataFrame, origin: str) -> tuple[pd.DataFrame, list[Problem]]:
-    """Audit rows (the shape ``kvx.aggregate.analyse.audit`` reads) and the problems found on the way."""
+    """Audit rows (the shape ``kvx.aggregate.ragscale.audit`` reads) and the problems found on the way."""
     problems: list[Problem] = []
     metrics = score_metrics(frame)
     task = frame["task"].astype(str) if "task" in frame else "imported"

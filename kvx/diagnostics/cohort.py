@@ -13,7 +13,7 @@ same record's earlier diagnostics by Table 4's own rules (``categorize``), never
 Neither the paper nor its release says how the C→C controls were matched; matching on the
 diagnostic signature is kvx's choice (documented in docs/diagnostics.md). The aggregate then draws,
 per cell, a seeded sample of as many controls as the cell has reproduced cohort rows
-(``kvx.aggregate.analyse.intervention_cohort``). ``all`` keeps the earlier behaviour: every C→W
+(``kvx.aggregate.kvdiagnosis.intervention_cohort``). ``all`` keeps the earlier behaviour: every C→W
 row and every C→C row.
 """
 

@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kvx.aggregate.analyse.answer_metrics import paired_answers
-from kvx.aggregate.analyse.contrast import contrast_by_ratio
-from kvx.aggregate.analyse.onset import NONE, onset
-from kvx.aggregate.analyse.stats import mean_interval, paired_bootstrap_difference
+from kvx.aggregate.kvexec.answer_metrics import paired_answers
+from kvx.aggregate.kvexec.contrast import contrast_by_ratio
+from kvx.aggregate.kvexec.onset import NONE, onset
 from kvx.aggregate.read.sources import Batch
 from kvx.aggregate.read.validation import Validated, _check_counts
+from kvx.aggregate.stats.estimators import mean_interval, paired_bootstrap_difference
 from kvx.core.records import cell_metrics
 from kvx.tasks.code_exec import CodeExec
 from kvx.tasks.tool_call import ToolCall

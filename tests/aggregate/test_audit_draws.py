@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kvx.aggregate.analyse.audit_draws import audit_draws, draw_of, without_draw
+from kvx.aggregate.ragscale.draws import audit_draws, draw_of, without_draw
 
 D0, D1, D2 = "summary[reader=x]", "summary[draw=1,reader=x]", "summary[draw=2,draw_temperature=0.7,reader=x]"
 

@@ -1,5 +1,5 @@
 """ragscale's outcome labels, release gate, slices and changed examples
-(kvx.aggregate.analyse.audit_outcomes), each rule pinned to the release (github.com/aimsresearchlab/ragscale
+(kvx.aggregate.ragscale.outcomes), each rule pinned to the release (github.com/aimsresearchlab/ragscale
 at 5c65b09, src/ragscale/analysis.py ``analyze_metric``, ``slice_rows``, ``_changed_examples``; cli.py's
 gate) and every number hand-computed."""
 
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from kvx.aggregate.__main__ import GATE_FAILED, main
-from kvx.aggregate.analyse.audit_outcomes import (
+from kvx.aggregate.ragscale.outcomes import (
     ATTENUATED,
     NOT_SEPARATED,
     PRESERVED,

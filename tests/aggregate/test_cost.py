@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from kvx.aggregate.__main__ import main
-from kvx.aggregate.analyse.cost_frontier import NO_BYTES, NO_RATE, NO_SUPPORTED, frontier, pareto
+from kvx.aggregate.paired.costs import NO_BYTES, NO_RATE, NO_SUPPORTED, frontier, pareto
 from kvx.aggregate.publish.plots import frontier_plot
 from kvx.aggregate.read.rows import project
 from kvx.core.records import ANSWER_COSTS, COMPRESSION_COSTS

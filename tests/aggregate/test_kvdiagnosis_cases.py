@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kvx.aggregate.analyse.kvdiagnosis_cases import cases
-from kvx.aggregate.analyse.kvdiagnosis_rank import slot_ecov_cells, slot_ecov_rank
+from kvx.aggregate.kvdiagnosis.cases import cases
+from kvx.aggregate.kvdiagnosis.slot_ecov import slot_ecov_cells, slot_ecov_rank
 
 NAN = float("nan")
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kvx.aggregate.analyse.kvdiagnosis_audit import pyramidkv_pairs, release_audit
-from kvx.aggregate.analyse.kvdiagnosis_demand import NO_LABELS, demand_tables, task_group
+from kvx.aggregate.kvdiagnosis.demand import NO_LABELS, demand_tables, task_group
+from kvx.aggregate.kvdiagnosis.pyramidkv import pyramidkv_pairs, release_audit
 from kvx.aggregate.publish.kvdiagnosis_plots import _profile_cell, settings_profile
 from kvx.aggregate.publish.kvdiagnosis_release_plots import demand_profile_plot
 from kvx.aggregate.read.release_tables import ReleaseTables

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from kvx.aggregate.__main__ import main
-from kvx.aggregate.analyse.kvdiagnosis_tables import method_of, task_group, tier_of, workload
+from kvx.aggregate.kvdiagnosis.workloads import method_of, task_group, tier_of, workload
 from kvx.aggregate.publish.kvdiagnosis_plots import FIGURES
 from kvx.aggregate.publish.plots import plot_all
 from kvx.aggregate.read.sources import DirectorySource

@@ -12,27 +12,27 @@ import pandas as pd
 import pytest
 
 from kvx.aggregate.__main__ import main
-from kvx.aggregate.analyse.audit_controls import TABLES
-from kvx.aggregate.analyse.audit_nulls import (
+from kvx.aggregate.ragscale.controls import TABLES
+from kvx.aggregate.ragscale.nulls import (
     both_half_reversals,
     independent_uniform,
     null_replay,
     row_exchangeable,
     transition_homogeneity,
 )
-from kvx.aggregate.analyse.audit_predictive import clustered_interval, loco_errors, predictive_audit, spacing
-from kvx.aggregate.analyse.audit_resolution import (
+from kvx.aggregate.ragscale.predictive import clustered_interval, loco_errors, predictive_audit, spacing
+from kvx.aggregate.ragscale.resolution import (
     mcnemar_cutoffs,
     resolution_cost,
     resolution_retention,
     token_cost,
 )
-from kvx.aggregate.analyse.audit_screen import choose_triplet, validate_screen
-from kvx.aggregate.analyse.audit_splits import replay
-from kvx.aggregate.analyse.resampling import split_halves
-from kvx.aggregate.analyse.stats import excess_flips, pair_mcnemar
+from kvx.aggregate.ragscale.screen import choose_triplet, validate_screen
+from kvx.aggregate.ragscale.splits import replay
 from kvx.aggregate.read.sources import DirectorySource
 from kvx.aggregate.run import Options, analyse
+from kvx.aggregate.stats.estimators import excess_flips, pair_mcnemar
+from kvx.aggregate.stats.resampling import split_halves
 from kvx.core.records import Answer, dumps, validate
 from kvx.diagnostics.stats import exact_mcnemar
 from kvx.testing.synthetic import ratio_record

@@ -11,26 +11,26 @@ import pandas as pd
 import pytest
 
 from kvx.aggregate.__main__ import main
-from kvx.aggregate.analyse.audit import audit, metrics
-from kvx.aggregate.analyse.audit_settings import AuditSettings
-from kvx.aggregate.analyse.eiv_extra import corrected_moments, disjoint_rows, eiv_extra
-from kvx.aggregate.analyse.endpoints import (
+from kvx.aggregate.publish.report import write_html
+from kvx.aggregate.ragscale.audit import audit, metrics
+from kvx.aggregate.ragscale.eiv import corrected_moments, disjoint_rows, eiv_extra
+from kvx.aggregate.ragscale.endpoints import (
     endpoint_bootstrap,
     held_out_endpoints,
     panel_floor,
     swap_difference,
 )
-from kvx.aggregate.analyse.resampling import family_row_draws
-from kvx.aggregate.analyse.score_changes import score_changes
-from kvx.aggregate.analyse.stats import (
+from kvx.aggregate.ragscale.score_changes import score_changes
+from kvx.aggregate.ragscale.settings import AuditSettings
+from kvx.aggregate.ragscale.swap import swapped
+from kvx.aggregate.stats.estimators import (
     _corrected,
     eiv_bootstrap,
     eiv_correlation,
     excess_flips,
     rescue_damage,
 )
-from kvx.aggregate.analyse.swap import swapped
-from kvx.aggregate.publish.report import write_html
+from kvx.aggregate.stats.resampling import family_row_draws
 
 # constant rows: every row resample is the panel itself, so only the families drawn change a draw
 RAW_MEANS, COMP_MEANS = [0.1, 0.5, 0.9], [0.5, 0.6, 0.6]  # readers A, B, C (test_aggregate's panel)
@@ -360,7 +360,7 @@ def test_a_panel_reports_every_new_column(tmp_path) -> None:
 
 
 def test_draws_kept_for_the_next_interval_are_the_fresh_draws(monkeypatch) -> None:
-    from kvx.aggregate.analyse import resampling
+    from kvx.aggregate.stats import resampling
 
     kept = [rows.copy() for rows, _ in family_row_draws(10, ["a", "b"], 600, 3)]
     monkeypatch.setattr(resampling, "KEPT_CELLS", 10)  # too large to keep: drawn afresh

@@ -22,10 +22,10 @@ import pandas as pd
 import pytest
 
 from kvx.aggregate.__main__ import main
-from kvx.aggregate.analyse.audit_outcomes import RELEASE_LABELS, outcome
-from kvx.aggregate.analyse.stats import retention, upgrade_interval
+from kvx.aggregate.ragscale.outcomes import RELEASE_LABELS, outcome
 from kvx.aggregate.run import Options
 from kvx.aggregate.scores import audit_scores
+from kvx.aggregate.stats.estimators import retention, upgrade_interval
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "ragscale_openrouter_hotpotqa"
 RELEASE_URL = (

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kvx.aggregate.analyse.cost_frontier import frontier
+from kvx.aggregate.paired.costs import frontier
 from kvx.aggregate.publish import plots, report
 
 NAN = math.nan
@@ -109,7 +109,7 @@ def _audit_readers() -> pd.DataFrame:
 
 
 def _contrast() -> pd.DataFrame:
-    from kvx.aggregate.analyse.contrast import COLUMNS
+    from kvx.aggregate.kvexec.contrast import COLUMNS
 
     rows = [
         ["tool_call", "smollm2", "snapkv", "0.25", 0.25, "name_substring", "schema_valid", 8, 1.0, 1.0, 1.0,
@@ -123,7 +123,7 @@ def _contrast() -> pd.DataFrame:
 
 
 def _contrast_by_ratio() -> pd.DataFrame:
-    from kvx.aggregate.analyse.contrast import BY_RATIO
+    from kvx.aggregate.kvexec.contrast import BY_RATIO
 
     rows = [
         ["tool_call", "smollm2", 0.25, "json_valid", "anchor", 2, 2, 1.0, 1.0, 1.0, ""],

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest, rankdata
 
-from kvx.aggregate.analyse.stats import (
+from kvx.aggregate.stats.estimators import (
     _mann_whitney_u,
     auroc,
     eiv_bootstrap,

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from kvx.aggregate.__main__ import main
-from kvx.aggregate.analyse.tpbench import TABLES, cluster_interval, tpbench_rows
 from kvx.aggregate.read.rows import project
 from kvx.aggregate.read.sources import DirectorySource
 from kvx.aggregate.run import analyse
+from kvx.aggregate.tpbench.probes import TABLES, cluster_interval, tpbench_rows
 from kvx.testing.cli import SOLO_LEASE, run_kvx
 from kvx.testing.tpbench import FAST, record, row, tables, write
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from kvx.aggregate.__main__ import main
-from kvx.aggregate.analyse.tpbench_gaps import (
+from kvx.aggregate.tpbench.budgets import (
     RELEASE_BOOT_SEED,
     RELEASE_N_BOOT,
     TABLES,
@@ -243,6 +243,6 @@ def test_report_of_a_tpbench_sweep_shows_each_table(tmp_path: Path) -> None:
 
 
 def test_no_tpbench_records_no_tables(tmp_path: Path) -> None:
-    from kvx.aggregate.analyse.tpbench_gaps import tpbench_gap_tables
+    from kvx.aggregate.tpbench.budgets import tpbench_gap_tables
 
     assert tpbench_gap_tables(pd.DataFrame(), {}) == {}  # a whole run: test_aggregate_tpbench's

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from kvx.aggregate.__main__ import main
-from kvx.aggregate.analyse.tpbench_tables import TABLES, slot_type
+from kvx.aggregate.tpbench.paper_tables import TABLES, slot_type
 from kvx.tasks.dialogue_corpora import Dialogue, Turn
 from kvx.tasks.tpbench.probes import build
 from kvx.tasks.tpbench.task import CurrentValue, to_source

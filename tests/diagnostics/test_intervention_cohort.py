@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from kvx.aggregate.analyse.intervention_cohort import COLUMNS, intervention_cohort, matched_controls
-from kvx.aggregate.analyse.stats import paired_bootstrap_difference
+from kvx.aggregate.kvdiagnosis.intervention_cohort import COLUMNS, intervention_cohort, matched_controls
+from kvx.aggregate.stats.estimators import paired_bootstrap_difference
 from kvx.cli.preflight import diagnostic_label, diagnostics_of
 from kvx.core.conf import conf_dir
 from kvx.core.errors import ConfigError

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kvx.aggregate.analyse.judges import cohen_kappa
+from kvx.aggregate.paired.judges import cohen_kappa
 from kvx.core.errors import ConfigError
 from kvx.core.records import Answer, Record, validate
 from kvx.core.replies import json_object

@@ -1,4 +1,4 @@
-"""What the report says about the audit controls (``kvx.aggregate.analyse.audit_controls``, ragscale
+"""What the report says about the audit controls (``kvx.aggregate.ragscale.controls``, ragscale
 A.6-A.7): one (anchor, heading, explanation, tables) per control, shown only when it ran."""
 
 from __future__ import annotations

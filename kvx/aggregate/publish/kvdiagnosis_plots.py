@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kvx.aggregate.analyse.kvdiagnosis_tables import TIERS
-from kvx.aggregate.analyse.matrix import NO_DIAGNOSTICS
+from kvx.aggregate.kvdiagnosis.workloads import TIERS
+from kvx.aggregate.paired.matrix import NO_DIAGNOSTICS
 from kvx.aggregate.publish.plots import (
     _EXTRA_COLORS,
     _LINE_COLORS,

@@ -1,4 +1,4 @@
-"""What the report says about the KVDiagnosis tables built by ``kvx.aggregate.analyse.kvdiagnosis_release``
+"""What the report says about the KVDiagnosis tables built by ``kvx.aggregate.kvdiagnosis.release``
 (paired cases, demand profile, slot-ECov rank correlation, PyramidKV audit)."""
 
 from __future__ import annotations

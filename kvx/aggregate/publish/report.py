@@ -21,15 +21,15 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import is_bool_dtype, is_integer_dtype, is_numeric_dtype
 
-from kvx.aggregate.analyse.audit_extra import EXPLANATION as AUDIT_EXPLANATION
-from kvx.aggregate.analyse.audit_outcomes import CHANGED_SHOWN, first_changed
-from kvx.aggregate.analyse.kvdiagnosis_tables import TABLES as KVDIAGNOSIS_TABLES
-from kvx.aggregate.analyse.tpbench import TABLES as TPBENCH_TABLES
-from kvx.aggregate.analyse.tpbench_gaps import EXPLANATION as GAP_EXPLANATION
-from kvx.aggregate.analyse.tpbench_gaps import TABLES as GAP_TABLES
-from kvx.aggregate.analyse.tpbench_tables import TABLES as TPBENCH_PAPER_TABLES
+from kvx.aggregate.kvdiagnosis.workloads import TABLES as KVDIAGNOSIS_TABLES
 from kvx.aggregate.publish import kvdiagnosis_section as kvd_extra
 from kvx.aggregate.publish.audit_sections import SECTIONS as AUDIT_CONTROLS
+from kvx.aggregate.ragscale.audit_rows import EXPLANATION as AUDIT_EXPLANATION
+from kvx.aggregate.ragscale.outcomes import CHANGED_SHOWN, first_changed
+from kvx.aggregate.tpbench.budgets import EXPLANATION as GAP_EXPLANATION
+from kvx.aggregate.tpbench.budgets import TABLES as GAP_TABLES
+from kvx.aggregate.tpbench.paper_tables import TABLES as TPBENCH_PAPER_TABLES
+from kvx.aggregate.tpbench.probes import TABLES as TPBENCH_TABLES
 
 __all__ = [
     "OPTIONAL_SECTIONS",
@@ -223,7 +223,7 @@ SECTIONS: tuple[Section, ...] = (
     ),
 )
 
-#: the TPBench section's paper tables (kvx.aggregate.analyse.tpbench_tables), each shown when it applies
+#: the TPBench section's paper tables (kvx.aggregate.tpbench.paper_tables), each shown when it applies
 _TPBENCH_PAPER = (
     " Paper tables (a _seed_mean is the unweighted mean of the per-seed values): tpbench_p1_seeds "
     "(Table 23) = P1 strict, loose and token F1 as seed mean ± sample sd; tpbench_slot_types (Table 7) = "

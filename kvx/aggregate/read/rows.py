@@ -32,7 +32,7 @@ INTERVENTION_FIELDS = (
 NAN = float("nan")
 _COMP_COSTS = ANSWER_COSTS + COMPRESSION_COSTS
 UNKNOWN = "unknown"  # the label of a field an external record leaves unknown (never a made-up value)
-#: a row's judge columns, per answer side (``full_``, ``comp_``) and judge name (kvx.aggregate.analyse.judges)
+#: a row's judge columns, per answer side (``full_``, ``comp_``) and judge name (kvx.aggregate.paired.judges)
 JUDGE_CORRECT, JUDGE_STATUS, JUDGE_UNCERTAIN = "j.", "j_status.", "j_uncertain."
 
 

@@ -399,8 +399,8 @@ def _saved_record(method: str, dialogue: str, full: int, comp: int, press: str =
 def test_saved_contexts_are_methods_and_their_controls_no_full_context():
     import pandas as pd
 
-    from kvx.aggregate.analyse.tpbench import tpbench_rows
     from kvx.aggregate.read.rows import project
+    from kvx.aggregate.tpbench.probes import tpbench_rows
 
     records = [
         # the control of a saved cell reads the saved text: it must not become full context (1 here)

@@ -1,0 +1,1 @@
+"""The aggregate's statistics: estimators and tests, and the seeded resampling streams."""

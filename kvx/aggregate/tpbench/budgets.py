@@ -1,0 +1,304 @@
+"""TPBench tables beyond the per-probe ones: §6.1.2's crossover, Table 8's gaps, Appendix B's scaling.
+
+- ``tpbench_crossover`` (§6.1.2): two methods at one budget under the weighted average
+  α·R1 + (1−α)·R2 of their P1 and P2 accuracies (seed means, as in Table 3). Their difference
+  α·Δ1 + (1−α)·Δ2 changes sign at α* = Δ2 / (Δ2 − Δ1) when Δ1 and Δ2 have opposite signs; the paper's
+  SGD instance, earliest turns (0.480, 0.156) against embedding MMR (0.178, 0.309), gives
+  0.302α − 0.153(1 − α) and α* ≈ 0.336.
+- ``tpbench_gap`` (Table 8, §6.2.3): each method's accuracy minus full context's on the same probes
+  (same probe seed and source), with a paired interval from resampling source dialogues. The rule is
+  the release's ``scripts/reader_evaluation/score_answers.py`` (kentech-sail/TPBench): each seed's
+  answers weigh 1/n_seed, so the estimate is the mean of the per-seed gaps; a dialogue drawn by
+  several seeds is one cluster; 5,000 resamples from ``numpy.random.default_rng(20260928)``, the
+  clusters drawn as ``integers(K, size=(5000, K))``; ``np.quantile(boot, [.025, .975])`` (linear).
+  The release indexes clusters in the order its rows first name them, kvx in sorted order (an
+  interval that does not depend on row order): on rows sorted by dialogue the two are the same to the
+  bit (tests/aggregate/test_tpbench_gaps.py).
+  With equal seed sizes this is the pooled mean §6.2.3 bootstraps (``audit_p3_segments.py``, which
+  reports full − method, the opposite sign, and draws every contrast from one generator).
+- ``tpbench_tokens`` (Appendix B): q = L_compressed / L_full, the share of the reader's input tokens
+  (context + question) a prompt-side method keeps; the input KV cache scales as q and the dense
+  prefill attention term as q², so full-to-compressed factors are 1/q and 1/q² (3.3 and 11.1 at
+  q = 0.30). Theoretical scaling from token counts, not measured speed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kvx.aggregate.stats.estimators import _check_bootstrap, release_percentiles
+from kvx.aggregate.tpbench.probes import FULL, GROUP, _ranked
+
+__all__ = [
+    "EXPLANATION",
+    "RELEASE_BOOT_SEED",
+    "RELEASE_N_BOOT",
+    "TABLES",
+    "crossover",
+    "crossover_alpha",
+    "gaps",
+    "seed_weighted_interval",
+    "tpbench_gap_tables",
+    "token_scaling",
+]
+
+#: the release's paired dialogue bootstrap (``score_answers.py``, ``audit_p3_segments.py``)
+RELEASE_N_BOOT = 5000
+RELEASE_BOOT_SEED = 20260928
+TABLES = ("tpbench_crossover", "tpbench_gap", "tpbench_tokens")
+#: how to read the three tables (the report's TPBench section)
+EXPLANATION = (
+    "Crossover (§6.1.2): for two methods a, b at one budget, Δ = a − b on P1 and on P2 (seed means); "
+    "the weighted average α·P1 + (1−α)·P2 ranks them equally at crossover_alpha = Δ2 / (Δ2 − Δ1), and "
+    "ahead_above leads for larger α (more P1 weight); 'none' with its reason when one method is ahead "
+    "or tied on both. Gap (Table 8): accuracy − full context's on the answers both scored (same seed "
+    "and source), the mean of the per-seed means, with a paired 95% interval from resampling source "
+    "dialogues (n_resamples from resample_seed: the release's, whatever --boot says); n_unpaired = "
+    "answers without a scored full-context answer. Tokens (Appendix B): q = the reader's input tokens "
+    "(context + question) kept / the full prompt's; kv_factor = ΣL_full / ΣL_compressed (input KV "
+    "cache) and attention_factor = ΣL_full² / ΣL_compressed² (dense prefill attention) are "
+    "theoretical scaling, not measured speed; cache methods have no prompt-side q."
+)
+NAN = math.nan
+_TIE = 1e-12  # accuracy differences this small are equal (seed means of the same answers)
+
+
+# ------------------------------------------------------------------------------------ crossover
+
+
+def crossover_alpha(p1_diff: float, p2_diff: float) -> float:
+    """The α in (0, 1) at which α·Δ1 + (1−α)·Δ2 changes sign, Δ = method a − method b on P1 and P2;
+    NaN when it never does (one method ahead or tied on both probes, or a difference unknown)."""
+    if not (math.isfinite(p1_diff) and math.isfinite(p2_diff)):
+        return NAN
+    if abs(p1_diff) <= _TIE or abs(p2_diff) <= _TIE or (p1_diff > 0) == (p2_diff > 0):
+        return NAN
+    return p2_diff / (p2_diff - p1_diff)
+
+
+def _why_none(a: str, b: str, p1_diff: float, p2_diff: float) -> str:
+    if not (math.isfinite(p1_diff) and math.isfinite(p2_diff)):
+        return "an accuracy is undefined (no scored answer)"
+    tied1, tied2 = abs(p1_diff) <= _TIE, abs(p2_diff) <= _TIE
+    if tied1 and tied2:
+        return "tied on both probes: equal at every α"
+    ahead = a if (p2_diff if tied1 else p1_diff) > 0 else b
+    if tied1 or tied2:
+        return f"tied on {'P1' if tied1 else 'P2'}, {ahead} ahead on the other: no swap"
+    return f"{ahead} ahead on both probes: no swap"
+
+
+CROSSOVER_COLUMNS = [
+    "corpus", "reader", "budget", "p1_task", "p2_task", "score", "method_a", "method_b",
+    "p1_accuracy_a", "p1_accuracy_b", "p2_accuracy_a", "p2_accuracy_b", "p1_accuracy_diff",
+    "p2_accuracy_diff", "crossover_alpha", "ahead_above", "note",
+]  # fmt: skip
+
+
+def crossover(p1: pd.DataFrame, p2: pd.DataFrame) -> pd.DataFrame:
+    """§6.1.2 for every pair of compression methods present in both probes at the same corpus,
+    reader and budget, on the strict and the loose score (seed means): the crossover α and the
+    method ahead above it (the P1 leader), or why the two never swap."""
+    rows = []
+    keys = ["corpus", "reader", "budget"]
+    a_all, b_all = _ranked(p1), _ranked(p2)
+    for key, one in a_all.groupby(keys, sort=True):
+        two = b_all[(b_all[keys] == pd.Series(dict(zip(keys, key)))).all(axis=1)]
+        for (t1, x), (t2, y) in ((a, b) for a in one.groupby("task") for b in two.groupby("task")):
+            for score in ("strict", "loose"):
+                column = f"{score}_accuracy_seed_mean"
+                both = (
+                    x.set_index("method")[column]
+                    .to_frame("p1")
+                    .join(y.set_index("method")[column].to_frame("p2"), how="inner")
+                )
+                for a, b in combinations(sorted(both.index), 2):
+                    d1, d2 = both.at[a, "p1"] - both.at[b, "p1"], both.at[a, "p2"] - both.at[b, "p2"]
+                    alpha = crossover_alpha(d1, d2)
+                    found = math.isfinite(alpha)
+                    rows.append(
+                        dict(zip(keys, key))
+                        | {"p1_task": t1, "p2_task": t2, "score": score, "method_a": a, "method_b": b}
+                        | {"p1_accuracy_a": both.at[a, "p1"], "p1_accuracy_b": both.at[b, "p1"]}
+                        | {"p2_accuracy_a": both.at[a, "p2"], "p2_accuracy_b": both.at[b, "p2"]}
+                        | {"p1_accuracy_diff": d1, "p2_accuracy_diff": d2, "crossover_alpha": alpha}
+                        | {"ahead_above": (a if d1 > 0 else b) if found else "", "note": ""}
+                        | ({} if found else {"note": "none: " + _why_none(a, b, d1, d2)})
+                    )
+    return pd.DataFrame(rows, columns=CROSSOVER_COLUMNS)
+
+
+# ----------------------------------------------------------------------------------- the gaps
+
+
+def seed_weighted_interval(
+    values: np.ndarray | pd.Series,
+    seeds: np.ndarray | pd.Series,
+    clusters: np.ndarray | pd.Series,
+    n_boot: int = RELEASE_N_BOOT,
+    seed: int = RELEASE_BOOT_SEED,
+    level: float = 0.95,
+) -> tuple[float, float, float]:
+    """(estimate, low, high): the mean of the per-seed means and its percentile interval from
+    resampling clusters (dialogues) with replacement, the release's rule (module docstring).
+
+    Each value weighs 1/(values of its seed), a cluster carries its weighted sum and its weight, and
+    a resample's estimate is the ratio of the drawn sums. Clusters are taken in sorted order, so the
+    interval does not depend on the order of the rows. NaN values are left out; NaNs with none.
+    """
+    _check_bootstrap(n_boot, level)
+    v = np.asarray(values, dtype=float)
+    keep = np.isfinite(v)
+    if not keep.any():
+        return NAN, NAN, NAN
+    frame = pd.DataFrame(
+        {
+            "v": v[keep],
+            "seed": np.asarray(seeds, dtype=object)[keep],
+            "cluster": np.asarray(clusters, dtype=object)[keep].astype(str),
+        }
+    )
+    w = (1.0 / frame.groupby("seed")["v"].transform("size")).to_numpy()
+    # each cluster's sums added up row by row (the release's ``+=``; pandas' group sums are compensated,
+    # which differs in the last bits), over the rows in cluster order: the result does not depend on
+    # the order the rows came in
+    order = np.argsort(frame["cluster"].to_numpy(), kind="stable")
+    names, codes = np.unique(frame["cluster"].to_numpy()[order], return_inverse=True)
+    sums, weights = np.zeros(len(names)), np.zeros(len(names))
+    np.add.at(sums, codes, w[order] * frame["v"].to_numpy()[order])
+    np.add.at(weights, codes, w[order])
+    draws = np.random.default_rng(seed).integers(len(names), size=(n_boot, len(names)))
+    # (K, 2) summed over the drawn axis, as the release does: numpy adds a strided axis row by row, a
+    # contiguous one pairwise, and the two differ in the last bits
+    drawn = np.stack([sums, weights], axis=1)[draws].sum(axis=1)
+    low, high = release_percentiles(drawn[:, 0] / drawn[:, 1], level)
+    return float(sums.sum() / weights.sum()), low, high
+
+
+def _seed_mean(values: pd.Series, seeds: pd.Series) -> float:
+    """The mean of the per-seed means: the estimate the gap's interval is centred on."""
+    return float(values.groupby(seeds).mean().mean()) if len(values) else NAN
+
+
+GAP_COLUMNS = [
+    *GROUP, "family", "n_pairs", "n_seeds", "n_dialogues", "n_unpaired",
+    "strict_accuracy", "full_strict_accuracy", "strict_accuracy_gap",
+    "strict_accuracy_gap_ci_low", "strict_accuracy_gap_ci_high",
+    "loose_accuracy", "full_loose_accuracy", "loose_accuracy_gap",
+    "loose_accuracy_gap_ci_low", "loose_accuracy_gap_ci_high",
+    "n_resamples", "resample_seed",
+]  # fmt: skip
+_PAIR = ["probe", "corpus", "task", "reader", "seed", "source_id"]
+
+
+def gaps(tp: pd.DataFrame, n_boot: int = RELEASE_N_BOOT, seed: int = RELEASE_BOOT_SEED) -> pd.DataFrame:
+    """Table 8 / §6.2.3: per method (every method but full context), its accuracy and full
+    context's on the answers both scored (same probe, corpus, task, reader, seed and source), the
+    gap method − full (negative: below full context) and its paired dialogue-clustered interval.
+    ``n_unpaired`` counts the method's scored answers whose full-context answer is not scored."""
+    if tp.empty:
+        return pd.DataFrame(columns=GAP_COLUMNS)
+    scored = tp[(tp["status"] == "supported") & tp["m.strict"].notna()]
+    full = scored[scored["method"] == FULL].drop_duplicates(_PAIR).set_index(_PAIR)[["m.strict", "m.loose"]]
+    rows = []
+    for key, group in tp[tp["method"] != FULL].groupby(GROUP, sort=True):
+        mine = group[(group["status"] == "supported") & group["m.strict"].notna()]
+        paired = mine.join(full, on=_PAIR, rsuffix="_full", how="inner")
+        row: dict[str, Any] = dict(zip(GROUP, key)) | {"family": group["family"].iat[0]}
+        row |= {
+            "n_pairs": len(paired),
+            "n_seeds": int(paired["seed"].nunique()),
+            "n_dialogues": int(paired["cluster"].nunique()),
+            "n_unpaired": len(mine) - len(paired),
+            "n_resamples": n_boot,
+            "resample_seed": seed,
+        }
+        for score in ("strict", "loose"):
+            ok = paired[paired[f"m.{score}"].notna() & paired[f"m.{score}_full"].notna()]
+            gap, low, high = seed_weighted_interval(
+                ok[f"m.{score}"] - ok[f"m.{score}_full"], ok["seed"], ok["cluster"], n_boot, seed
+            )
+            row |= {
+                f"{score}_accuracy": _seed_mean(ok[f"m.{score}"], ok["seed"]),
+                f"full_{score}_accuracy": _seed_mean(ok[f"m.{score}_full"], ok["seed"]),
+                f"{score}_accuracy_gap": gap,
+                f"{score}_accuracy_gap_ci_low": low,
+                f"{score}_accuracy_gap_ci_high": high,
+            }
+        rows.append(row)
+    return pd.DataFrame(rows, columns=GAP_COLUMNS)
+
+
+# ------------------------------------------------------------------------------- token scaling
+
+
+TOKEN_COLUMNS = [
+    *GROUP, "family", "n", "context_share_mean", "q_mean", "q2_mean",
+    "kv_factor", "attention_factor", "note",
+]  # fmt: skip
+
+
+def _why_no_tokens(family: str) -> str:
+    if family == "kv":
+        return "a cache method prefills the whole prompt: no prompt-side q (its budget is the cache's)"
+    return "no supported record carries its token counts (n_context_tokens, transform.retained_token_share)"
+
+
+def _partial(with_counts: int, scored: int) -> str:
+    return "" if with_counts == scored else f"{with_counts} of {scored} carry token counts"
+
+
+def token_scaling(tp: pd.DataFrame) -> pd.DataFrame:
+    """Appendix B per method, over its supported answers: L_full = context + question tokens of
+    the untransformed prompt, L_compressed = the transformed context's tokens + the question's;
+    mean q and q² per answer, and the workload's full-to-compressed factors ΣL_full / ΣL_compressed
+    (input KV cache) and ΣL_full² / ΣL_compressed² (dense prefill attention)."""
+    if tp.empty:
+        return pd.DataFrame(columns=TOKEN_COLUMNS)
+    rows = []
+    for key, group in tp[tp["method"] != FULL].groupby(GROUP, sort=True):
+        family = str(group["family"].iat[0])
+        scored = group[group["status"] == "supported"]
+        counts = scored.reindex(columns=["n_context_tokens", "n_question_tokens", "retained_token_share"])
+        counts = counts.astype(float).dropna()
+        row: dict[str, Any] = dict(zip(GROUP, key)) | {"family": family, "n": len(counts)}
+        if counts.empty:
+            rows.append(row | {"note": _why_no_tokens(family)})
+            continue
+        context, question = counts["n_context_tokens"], counts["n_question_tokens"]
+        kept = (counts["retained_token_share"] * context).round()  # the share is kept / original tokens
+        full, comp = context + question, kept + question
+        q = comp / full
+        rows.append(
+            row
+            | {
+                "context_share_mean": float(counts["retained_token_share"].mean()),
+                "q_mean": float(q.mean()),
+                "q2_mean": float((q**2).mean()),
+                "kv_factor": float(full.sum() / comp.sum()),
+                "attention_factor": float((full**2).sum() / (comp**2).sum()),
+                "note": ""
+                if len(counts) == len(scored)
+                else f"{len(counts)} of {len(scored)} carry token counts",
+            }
+        )
+    return pd.DataFrame(rows, columns=TOKEN_COLUMNS)
+
+
+def tpbench_gap_tables(tp: pd.DataFrame, tables: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The three tables from the TPBench answers (``tpbench_rows``) and the per-probe accuracy tables
+    ``tables`` (from :func:`kvx.aggregate.tpbench.probes.tpbench_tables`); none without TPBench
+    records. The gap intervals use the release's resample count and seed, whatever ``--boot``."""
+    if "tpbench_p1" not in tables:
+        return {}
+    return {
+        "tpbench_crossover": crossover(tables["tpbench_p1"], tables["tpbench_p2"]),
+        "tpbench_gap": gaps(tp),
+        "tpbench_tokens": token_scaling(tp),
+    }
