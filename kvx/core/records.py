@@ -21,11 +21,46 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib.metadata import version
 from importlib.resources import files
-from typing import Any
+from typing import Any, Final
 
 from kvx.core.jsonl import json_line
 
 SCHEMA_VERSION = "2"
+
+# The record model's names, each defined here once and imported wherever a record, a row or a table
+# uses it (plain strings: records on disk and the aggregate's columns hold exactly these values).
+
+#: a record's ``status``: a supported record is scored; an unsupported one (a setting its compressor
+#: cannot run) and an error are counted, never scored as wrong
+SUPPORTED: Final = "supported"
+UNSUPPORTED: Final = "unsupported"
+ERROR: Final = "error"
+STATUSES: Final = (SUPPORTED, UNSUPPORTED, ERROR)
+#: a supported record's ``transition`` (``transition()``): its FullCache answer correct (C) or wrong
+#: (W), then its compressed answer
+CC: Final = "C→C"
+CW: Final = "C→W"
+WC: Final = "W→C"
+WW: Final = "W→W"
+TRANSITIONS: Final = (CC, CW, WC, WW)
+#: the transitions of a FullCache-correct record: the C→W rate's denominator (n_FC)
+FULL_CORRECT: Final = (CC, CW)
+
+# The columns the aggregate's rows (one per record) and tables are keyed on. Lists, as pandas takes
+# keys (a tuple is one key); never changed in place: a longer key is built, ``[*CELL, "metric"]``.
+#: a cell: one setting of one compressor on one task and reader
+CELL: Final = ["task", "reader", "compressor", "setting"]
+#: one task as one reader reads it (FullCache rows, a figure's panels, judges)
+TASK_READER: Final = ["task", "reader"]
+#: a source, the same for every reader: the ``row_id`` column
+SOURCE: Final = ["task", "seed", "source_id"]
+#: a source's FullCache control, one per source and reader revision (the same answer in every cell):
+#: the ``unit`` column
+CONTROL: Final = ["row_id", "reader", "revision"]
+#: a ragscale audit panel: one setting of one compressor under one evidence condition of a task, over
+#: every reader; with the metric, a panel's head
+PANEL: Final = ["task", "evidence", "compressor", "setting"]
+PANEL_METRIC: Final = [*PANEL, "metric"]
 
 
 @lru_cache(maxsize=1)
@@ -158,7 +193,7 @@ class Record:
     """One source under one cell, paired with its FullCache control."""
 
     key: str
-    status: str  # "supported" | "unsupported" | "error"
+    status: str  # STATUSES
     reason: str
     task: str
     source_id: str
@@ -195,7 +230,7 @@ class Record:
 
     def pair(self, full: Answer, compressed: Answer) -> None:
         """A supported record: both answers and their transition."""
-        self.status, self.reason = "supported", ""
+        self.status, self.reason = SUPPORTED, ""
         self.full, self.compressed = full, compressed
         self.transition = transition(full.correct, compressed.correct)
 
@@ -246,7 +281,7 @@ def cost_metrics(records: list[dict[str, Any]]) -> dict[str, float]:
     its compressed caches held against their FullCache controls (sum over sum, so long sources
     weigh as much as the memory they take) beside the nominal retained share. Values no record
     has are omitted, never imputed; timings are this machine's (compare ratios within one run)."""
-    supported = [r for r in records if r["status"] == "supported"]
+    supported = [r for r in records if r["status"] == SUPPORTED]
     out: dict[str, float] = {}
     for side, prefix, fields in (
         ("compressed", "", ANSWER_COSTS + COMPRESSION_COSTS),
@@ -299,18 +334,18 @@ def cell_metrics(records: list[dict[str, Any]]) -> dict[str, float]:
     """Cell summary. Rates over empty denominators are omitted (never imputed as 0). Each answer metric
     of the task (``Answer.metrics``) is a mean: ``m.<name>`` over the supported compressed answers,
     ``full_m.<name>`` over every FullCache control (as ``full_mean_score``)."""
-    supported = [r for r in records if r["status"] == "supported"]
-    counts = {t: sum(r["transition"] == t for r in supported) for t in ("C→C", "C→W", "W→C", "W→W")}
-    fc_correct = counts["C→C"] + counts["C→W"]
+    supported = [r for r in records if r["status"] == SUPPORTED]
+    counts = {t: sum(r["transition"] == t for r in supported) for t in TRANSITIONS}
+    fc_correct = counts[CC] + counts[CW]
     out: dict[str, float] = {
         "n_records": len(records),
         "n_supported": len(supported),
-        "n_unsupported": sum(r["status"] == "unsupported" for r in records),
-        "n_error": sum(r["status"] == "error" for r in records),
-        "n_cc": counts["C→C"],
-        "n_cw": counts["C→W"],
-        "n_wc": counts["W→C"],
-        "n_ww": counts["W→W"],
+        "n_unsupported": sum(r["status"] == UNSUPPORTED for r in records),
+        "n_error": sum(r["status"] == ERROR for r in records),
+        "n_cc": counts[CC],
+        "n_cw": counts[CW],
+        "n_wc": counts[WC],
+        "n_ww": counts[WW],
         "cw_denominator": fc_correct,
     }
     if supported:
@@ -321,7 +356,7 @@ def cell_metrics(records: list[dict[str, Any]]) -> dict[str, float]:
         out["full_mean_score"] = sum(c["score"] for c in controls) / len(controls)
         out["full_accuracy"] = sum(c["correct"] for c in controls) / len(controls)
     if fc_correct:
-        out["cw_rate"] = counts["C→W"] / fc_correct
+        out["cw_rate"] = counts[CW] / fc_correct
     out.update(answer_metric_means([r["compressed"] for r in supported], "m."))
     out.update(answer_metric_means(controls, "full_m."))
     return out
