@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from kvx.aggregate.paired.matrix import CELL, POOL_KEYS, controls, levels
-from kvx.core.records import ANSWER_COSTS, COMPRESSION_COSTS, SERVED_COSTS
+from kvx.aggregate.paired.matrix import POOL_KEYS, controls, levels
+from kvx.core.records import ANSWER_COSTS, CELL, COMPRESSION_COSTS, SERVED_COSTS, SUPPORTED, TASK_READER
 
 MIB = 2**20
 FULLCACHE = "FullCache"
@@ -106,7 +106,7 @@ def _medians(frame: pd.DataFrame, keys: list[str], side: int) -> pd.DataFrame:
 
 def _compressed(frame: pd.DataFrame) -> pd.DataFrame:
     """Compressed cells; the nominal share from every record, the costs from the supported ones."""
-    supported = frame[frame["status"] == "supported"]
+    supported = frame[frame["status"] == SUPPORTED]
     both = supported["comp_kv_bytes"].notna() & supported["full_kv_bytes"].notna()
     sums = pd.DataFrame(
         {
@@ -135,7 +135,7 @@ def _fullcache(frame: pd.DataFrame) -> pd.DataFrame:
     only where a control reports its bytes)."""
     # a source's control is one answer in every cell; a cell run before costs were recorded lacks its bytes
     ctl = controls(frame.sort_values("full_kv_bytes", na_position="last", kind="stable"))
-    keys = ["task", "reader"]
+    keys = TASK_READER
     out = _medians(ctl, keys, 1).join(ctl.groupby(keys, sort=True)["full_kv_bytes"].count().rename("n_bytes"))
     out = out.join(_served(ctl, keys, "full_"))
     out["bytes_ratio"] = np.where(out["n_bytes"] > 0, 1.0, np.nan)
@@ -161,15 +161,15 @@ def frontier(costs: pd.DataFrame) -> pd.DataFrame:
     C→W 0 (a control turns none of its own answers wrong). A row that cannot be placed stays listed
     with ``left_out`` saying why and ``on_front`` N/A: never dropped, never imputed."""
     parts = []
-    group = costs.groupby(["level", "task", "reader"], sort=False).ngroup()
+    group = costs.groupby(["level", *TASK_READER], sort=False).ngroup()
     for order, (metric, sign) in enumerate(FRONTIER_METRICS.items()):
-        part = costs[["level", "task", "reader", "compressor", "setting", "retained_share", "bytes_ratio"]]
+        part = costs[["level", *CELL, "retained_share", "bytes_ratio"]]
         full = part["compressor"] == FULLCACHE
         rate = costs[metric].where(~full, 0.0) if metric == "cw_rate" else costs[metric]
         part = part.assign(metric=metric, rate=rate, left_out=_left_out(costs, rate))
         on_front = pd.Series(pd.NA, index=part.index, dtype="boolean")
         placed = part[part["left_out"] == ""]
-        for _, points in placed.groupby(["level", "task", "reader"], sort=False):
+        for _, points in placed.groupby(["level", *TASK_READER], sort=False):
             on_front[points.index] = pareto(points["bytes_ratio"], sign * points["rate"])
         parts.append(part.assign(on_front=on_front, _group=group, _order=order))
     out = pd.concat(parts).sort_values(["_group", "_order"], kind="stable")

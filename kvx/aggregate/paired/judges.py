@@ -16,9 +16,9 @@ import pandas as pd
 from kvx.aggregate.read.rows import JUDGE_CORRECT as CORRECT
 from kvx.aggregate.read.rows import JUDGE_STATUS as STATUS
 from kvx.aggregate.read.rows import JUDGE_UNCERTAIN as UNCERTAIN
+from kvx.core.records import SUPPORTED, TASK_READER
 
 SIDES = {"FullCache": "full_", "compressed": "comp_"}
-KEYS = ["task", "reader"]
 COLUMNS = [
     "task",
     "reader",
@@ -62,7 +62,7 @@ def judged_answers(rows: pd.DataFrame, name: str, side: str) -> pd.DataFrame:
     found = rows[rows[status].notna()]
     if side == "FullCache":
         return found.drop_duplicates("unit")
-    return found[found["status"] == "supported"]
+    return found[found["status"] == SUPPORTED]
 
 
 def with_judged(out: pd.DataFrame, rows: pd.DataFrame, keys: list[str], side: str) -> pd.DataFrame:
@@ -138,7 +138,7 @@ def agreement(rows: pd.DataFrame) -> pd.DataFrame:
     out = []
     for name in judge_names(rows):
         labels = pd.concat([_labels(judged_answers(rows, name, side), name, side) for side in SIDES])
-        for (task, reader), group in labels.groupby(KEYS, sort=True):
+        for (task, reader), group in labels.groupby(TASK_READER, sort=True):
             parts = [(side, frame) for side, frame in group.groupby("answers", sort=True)]
             if len(parts) > 1:
                 parts.append(("all", group))

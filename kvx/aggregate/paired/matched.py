@@ -15,12 +15,13 @@ import pandas as pd
 from kvx.aggregate.paired.matrix import failure_rows
 from kvx.aggregate.read.rows import Metric
 from kvx.aggregate.stats.estimators import jaccard
+from kvx.core.records import SUPPORTED
 
 GROUP = ["task", "reader", "setting"]
 
 
 def matched(rows: pd.DataFrame, metrics: list[Metric]) -> pd.DataFrame:
-    supported = rows[rows["status"] == "supported"]
+    supported = rows[rows["status"] == SUPPORTED]
     fails = {k: g.set_index("row_id") for k, g in failure_rows(rows).groupby([*GROUP, "compressor"])}
     empty = failure_rows(rows).iloc[:0].set_index("row_id")
     out = []

@@ -12,10 +12,10 @@ import pandas as pd
 
 from kvx.aggregate.paired.judges import judge_columns, judge_names, with_judged
 from kvx.aggregate.read.rows import Metric
+from kvx.core.records import CC, CELL, CW, ERROR, SUPPORTED, TASK_READER, UNSUPPORTED, WC, WW
 from kvx.diagnostics.categories import CATEGORIES
 
-CELL = ["task", "reader", "compressor", "setting"]
-TRANSITIONS = {"n_cc": "C→C", "n_cw": "C→W", "n_wc": "W→C", "n_ww": "W→W"}
+TRANSITION_COUNTS = {"n_cc": CC, "n_cw": CW, "n_wc": WC, "n_ww": WW}
 UNCATEGORIZED = "not_categorized"  # C→W rows without diagnostics in a cell where others have them
 NO_DIAGNOSTICS = "N/A"  # a cell none of whose C→W rows has a diagnostic: no category, no share
 POOLED = "pooled"
@@ -29,17 +29,17 @@ def _ratio(num: pd.Series | float, den: pd.Series | float) -> pd.Series | float:
 
 
 def _cell_counts(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    sup = rows["status"] == "supported"
+    sup = rows["status"] == SUPPORTED
     frame = pd.DataFrame(
         {
             **{k: rows[k] for k in keys},
             "n_sources": 1,
             "n_supported": sup.astype(int),
-            "n_unsupported": (rows["status"] == "unsupported").astype(int),
-            "n_error": (rows["status"] == "error").astype(int),
+            "n_unsupported": (rows["status"] == UNSUPPORTED).astype(int),
+            "n_error": (rows["status"] == ERROR).astype(int),
             "score_sum": rows["comp_score"].where(sup, 0.0),
             "correct_sum": rows["comp_correct"].where(sup, 0.0),
-            **{name: (rows["transition"] == t).astype(int) for name, t in TRANSITIONS.items()},
+            **{name: (rows["transition"] == t).astype(int) for name, t in TRANSITION_COUNTS.items()},
         }
     )
     out = frame.groupby(keys, sort=True).sum().reset_index()
@@ -144,7 +144,7 @@ def matrix(rows: pd.DataFrame) -> pd.DataFrame:
     parts = []
     for level, frame in levels(rows):
         parts += [
-            _fullcache(frame, ["task", "reader"]).assign(level=level),
+            _fullcache(frame, TASK_READER).assign(level=level),
             _cell_counts(frame, CELL).assign(level=level),
         ]
     out = pd.concat(parts, ignore_index=True)
@@ -183,12 +183,12 @@ def matrix(rows: pd.DataFrame) -> pd.DataFrame:
 
 def failure_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """F for every cell: supported, FullCache-correct, compressed-wrong (only from the full matrix)."""
-    return rows[(rows["status"] == "supported") & (rows["transition"] == "C→W")]
+    return rows[(rows["status"] == SUPPORTED) & (rows["transition"] == CW)]
 
 
 def failures(rows: pd.DataFrame, metrics: list[Metric]) -> pd.DataFrame:
     """Diagnostic means over F ∩ A per cell, each with its valid count; empty intersection -> NaN."""
-    cells = rows[rows["status"] == "supported"][CELL].drop_duplicates()
+    cells = rows[rows["status"] == SUPPORTED][CELL].drop_duplicates()
     fails = failure_rows(rows)
     grouped = fails.groupby(CELL, sort=True)
     out = cells.merge(grouped.size().rename("n_failures").reset_index(), on=CELL, how="left")

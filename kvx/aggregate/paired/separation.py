@@ -10,20 +10,20 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kvx.aggregate.paired.matrix import CELL
 from kvx.aggregate.read.rows import Metric
 from kvx.aggregate.stats.estimators import stratified_auroc, stratified_auroc_interval
+from kvx.core.records import CC, CELL, CW, SUPPORTED
 
 COLUMNS = ["metric", "direction", "auroc", "ci_low", "ci_high", "n_strata", "n_cw", "n_cc"]
 
 
 def separation(rows: pd.DataFrame, metrics: list[Metric], n_boot: int, seed: int) -> pd.DataFrame:
-    paired = rows[(rows["status"] == "supported") & rows["transition"].isin(["C→W", "C→C"])]
+    paired = rows[(rows["status"] == SUPPORTED) & rows["transition"].isin([CW, CC])]
     out = []
     for m in metrics:
         valid = paired.dropna(subset=[m.name])
         risk = valid[m.name].to_numpy(dtype=float) * (1.0 if m.direction == "higher" else -1.0)
-        failed = (valid["transition"] == "C→W").to_numpy()
+        failed = (valid["transition"] == CW).to_numpy()
         strata = []
         for idx in valid.groupby(CELL, sort=True).indices.values():
             pos, neg = risk[idx][failed[idx]], risk[idx][~failed[idx]]
