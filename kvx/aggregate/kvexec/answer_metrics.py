@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kvx.aggregate.paired.matrix import CELL, metric_names
+from kvx.aggregate.paired.matrix import metric_names
+from kvx.core.records import CELL, SUPPORTED
 
 PAIRED = [*CELL, "ratio", "unit", "metric", "full", "comp"]
 MEANS = [*CELL, "ratio", "metric", "n", "full_mean", "comp_mean", "kept"]
@@ -22,7 +23,7 @@ def paired_answers(rows: pd.DataFrame) -> pd.DataFrame:
     names = metric_names(rows)
     if not names:
         return pd.DataFrame(columns=PAIRED)
-    supported = rows[rows["status"] == "supported"]
+    supported = rows[rows["status"] == SUPPORTED]
     parts = []
     for name in names:
         full, comp = supported.get(f"full_m.{name}"), supported.get(f"comp_m.{name}")
@@ -72,7 +73,7 @@ def missing_reason(cells: pd.DataFrame, key: tuple[str, ...], full_mean: float |
 
 def cell_table(rows: pd.DataFrame) -> pd.DataFrame:
     """Every cell (any status) indexed by ``CELL``: its ratio, median retained share and supported count."""
-    frame = rows[[*CELL, "ratio", "retained_share"]].assign(n_supported=(rows["status"] == "supported"))
+    frame = rows[[*CELL, "ratio", "retained_share"]].assign(n_supported=(rows["status"] == SUPPORTED))
     return frame.groupby(CELL, sort=True).agg(
         ratio=("ratio", "first"),
         retained_share=("retained_share", "median"),

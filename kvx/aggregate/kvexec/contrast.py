@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from kvx.aggregate.kvexec.answer_metrics import cell_means, cell_table, missing_reason, task_metrics
-from kvx.aggregate.paired.matrix import CELL
+from kvx.core.records import CELL, SUPPORTED
 
 COLUMNS = [
     *CELL,
@@ -43,7 +43,7 @@ def contrast(rows: pd.DataFrame, paired: pd.DataFrame, pairs: dict[str, dict[str
     ``paired`` is ``answer_metrics.paired_answers(rows)``, whose per-cell means are read here."""
     out = []
     means = cell_means(paired).set_index([*CELL, "metric"])
-    supported = rows[rows["status"] == "supported"]
+    supported = rows[rows["status"] == SUPPORTED]
     for keys, group in supported.groupby(CELL, sort=True):
         for anchor, structural in sorted(pairs.get(keys[0], {}).items()):
             n_a, a_full, a_comp, a_kept = _side(means, keys, anchor)

@@ -18,6 +18,7 @@ import pandas as pd
 
 from kvx.aggregate.kvexec.answer_metrics import cell_table, missing_reason, task_metrics
 from kvx.aggregate.stats.estimators import mean_interval
+from kvx.core.records import CELL
 
 COLUMNS = [
     "task",
@@ -69,9 +70,7 @@ def onset(
         return pd.DataFrame(columns=COLUMNS)
     cells = cell_table(rows)
     cells["order"] = _order(cells)
-    pairs = {
-        key: group for key, group in paired.groupby(["task", "reader", "compressor", "setting", "metric"])
-    }
+    pairs = {key: group for key, group in paired.groupby([*CELL, "metric"])}
     out = []
     for task, metrics in task_metrics(paired).items():
         for (reader, compressor), group in cells.loc[task].groupby(["reader", "compressor"], sort=True):
