@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from kvx.aggregate.read.rows import case_text
+from kvx.core.records import CW
 
-CW = "C→W"
 #: category -> (column, ascending) sort keys; ``abs_delta_nll`` is |ΔNLL|
 RULES: dict[str, tuple[tuple[str, bool], ...]] = {
     "low_mapped_coverage": (("ecov", True), ("delta_nll", False)),

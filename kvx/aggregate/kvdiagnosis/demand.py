@@ -17,8 +17,8 @@ import pandas as pd
 
 from kvx.aggregate.read import text
 from kvx.aggregate.read.release_tables import ReleaseTables
+from kvx.core.records import CW, SUPPORTED, UNSUPPORTED
 
-CW = "C→W"
 #: RULER task name (kvx's ruler_<name>, the release's official_task_name) -> KVDiagnosis Table 13 row
 TASK_GROUPS = (
     (r"niah_single", "Single NIAH"),
@@ -50,7 +50,7 @@ def _mean(frame: pd.DataFrame, column: str) -> tuple[float, int]:
 
 def joined(rows: pd.DataFrame, release: ReleaseTables) -> pd.DataFrame:
     """The supported C->W rows with their demand labels (NaN where a row has none)."""
-    cw = rows[(rows["transition"] == CW) & (rows["status"] == "supported")].copy()
+    cw = rows[(rows["transition"] == CW) & (rows["status"] == SUPPORTED)].copy()
     demand = release.demand
     if demand.empty or "record_key" not in demand:
         cw["demand_task"] = None
@@ -91,9 +91,9 @@ def demand_by_setting(rows: pd.DataFrame, cw: pd.DataFrame) -> pd.DataFrame:
         part = cw[(cw["task"] == task) & (cw["compressor"] == compressor) & (cw["setting"] == setting)]
         coverage = part.get("coverage_status", pd.Series(dtype=object)).dropna().astype(str)
         row = {"task": task, "compressor": compressor, "setting": setting}
-        if not (cell["status"] == "supported").any():
+        if not (cell["status"] == SUPPORTED).any():
             statuses = ", ".join(sorted(set(cell["status"].astype(str))))
-            out.append({**row, "status": "unsupported", "reason": f"no supported run ({statuses})"})
+            out.append({**row, "status": UNSUPPORTED, "reason": f"no supported run ({statuses})"})
             continue
         labelled = int(part["distribution_demand"].notna().sum()) if "distribution_demand" in part else 0
         out.append(

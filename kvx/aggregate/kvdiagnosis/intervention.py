@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kvx.aggregate.paired.matrix import CELL
 from kvx.aggregate.stats.estimators import pair_mcnemar, paired_bootstrap_difference
+from kvx.core.records import CC, CELL, CW, SUPPORTED
 
 #: what ``repairs`` and ``degradations`` return, in the tables' order
 REPAIRS = [
@@ -75,8 +75,8 @@ def degradations(controls: pd.DataFrame) -> dict[str, float]:
 
 
 def _summary(group: pd.DataFrame, n_boot: int, seed: int) -> dict[str, float]:
-    cw = group[(group["transition"] == "C→W") & group["iv_reproduced"].notna()]
-    cc = group[(group["transition"] == "C→C") & group["iv_degraded_evidence"].notna()]
+    cw = group[(group["transition"] == CW) & group["iv_reproduced"].notna()]
+    cc = group[(group["transition"] == CC) & group["iv_degraded_evidence"].notna()]
     reproduced = cw[cw["iv_reproduced"] == 1.0]
     return {
         "n_cw_rows": len(cw),
@@ -89,8 +89,7 @@ def _summary(group: pd.DataFrame, n_boot: int, seed: int) -> dict[str, float]:
 def intervention(rows: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
     """Per cell and over all cells; empty when no record ran the intervention."""
     measured = rows[
-        (rows["status"] == "supported")
-        & (rows["iv_reproduced"].notna() | rows["iv_degraded_evidence"].notna())
+        (rows["status"] == SUPPORTED) & (rows["iv_reproduced"].notna() | rows["iv_degraded_evidence"].notna())
     ]
     if measured.empty:
         return pd.DataFrame(columns=COLUMNS)

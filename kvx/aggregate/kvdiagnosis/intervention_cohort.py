@@ -23,7 +23,7 @@ import hashlib
 import pandas as pd
 
 from kvx.aggregate.kvdiagnosis.intervention import DEGRADATIONS, REPAIRS, degradations, repairs
-from kvx.aggregate.paired.matrix import CELL
+from kvx.core.records import CC, CELL, CW, SUPPORTED
 from kvx.diagnostics.categories import CATEGORIES
 
 ALL = "all"
@@ -65,11 +65,11 @@ def intervention_cohort(rows: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFr
     """Per Table 4 signature (Table 4's order) and ``all``; empty when no C→W row ran the intervention.
     A C→W row counts once the intervention measured it (``iv_reproduced`` set); a C→C row is a
     candidate once it measured it (``iv_degraded_evidence`` set)."""
-    supported = rows[rows["status"] == "supported"] if not rows.empty else rows
+    supported = rows[rows["status"] == SUPPORTED] if not rows.empty else rows
     if supported.empty or "iv_signature" not in supported:
         return pd.DataFrame(columns=COLUMNS)
-    cw = supported[(supported["transition"] == "C→W") & supported["iv_reproduced"].notna()]
-    cc = supported[(supported["transition"] == "C→C") & supported["iv_degraded_evidence"].notna()]
+    cw = supported[(supported["transition"] == CW) & supported["iv_reproduced"].notna()]
+    cc = supported[(supported["transition"] == CC) & supported["iv_degraded_evidence"].notna()]
     if cw.empty:
         return pd.DataFrame(columns=COLUMNS)
     matched = matched_controls(cw, cc, seed)

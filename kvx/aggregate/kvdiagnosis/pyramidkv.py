@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kvx.core.records import SUPPORTED, TASK_READER
+
 PAIR = ("snapkv", "pyramidkv")
 KEYS = ["task", "reader", "revision", "setting", "seed", "source_id"]
 #: compared field -> row column
@@ -48,7 +50,7 @@ def pyramidkv_pairs(rows: pd.DataFrame) -> pd.DataFrame:
         missing = ", ".join(sorted(set(PAIR) - present))
         reason = f"no {missing} records: run press=snapkv,pyramidkv on the same tasks and settings"
         return pd.DataFrame([{"task": None, "status": "not_applicable", "reason": reason}])
-    supported = rows[rows["status"] == "supported"]
+    supported = rows[rows["status"] == SUPPORTED]
     columns = [c for c in FIELDS.values() if c in supported]
     snap = supported[supported["compressor"] == PAIR[0]][KEYS + columns]
     pyr = supported[supported["compressor"] == PAIR[1]][KEYS + columns]
@@ -57,7 +59,7 @@ def pyramidkv_pairs(rows: pd.DataFrame) -> pd.DataFrame:
         reason = "no source was run with both presses at the same task, reader and setting"
         return pd.DataFrame([{"task": None, "status": "not_applicable", "reason": reason}])
     out = []
-    for (task, reader, setting), part in pairs.groupby(["task", "reader", "setting"], sort=True):
+    for (task, reader, setting), part in pairs.groupby([*TASK_READER, "setting"], sort=True):
         row: dict[str, Any] = {"task": task, "reader": reader, "setting": setting, "n_pairs": len(part)}
         for name, column in FIELDS.items():
             if column not in columns:

@@ -14,12 +14,13 @@ from kvx.aggregate.kvdiagnosis.demand import demand_tables
 from kvx.aggregate.kvdiagnosis.pyramidkv import pyramidkv_pairs, release_audit
 from kvx.aggregate.kvdiagnosis.slot_ecov import slot_ecov_cells, slot_ecov_rank
 from kvx.aggregate.read.release_tables import ReleaseTables
+from kvx.core.records import CW
 
 
 def kvdiagnosis_release_tables(
     rows: pd.DataFrame, release: ReleaseTables, n_cases: int, chosen: Sequence[str] = ()
 ) -> dict[str, pd.DataFrame]:
-    categorized = "category" in rows and bool(rows.loc[rows["transition"] == "C→W", "category"].notna().any())
+    categorized = "category" in rows and bool(rows.loc[rows["transition"] == CW, "category"].notna().any())
     if not categorized and release.demand.empty and release.audit is None:
         return {}
     cells = slot_ecov_cells(rows)

@@ -14,7 +14,8 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-CW = "C→W"
+from kvx.core.records import CW
+
 MAPPED = ("measured", "projected")
 MIN_CELLS = 3  # a rank correlation over two points is ±1 by construction
 

@@ -23,6 +23,7 @@ from kvx.aggregate.paired.matrix import NO_DIAGNOSTICS, categories, family_label
 from kvx.aggregate.read import text
 from kvx.aggregate.read.rows import Metric
 from kvx.compressors.hqq import RATIO_TO_BITS
+from kvx.core.records import CW, ERROR, FULL_CORRECT, SUPPORTED, UNSUPPORTED
 from kvx.diagnostics.categories import CATEGORIES
 
 __all__ = [
@@ -169,16 +170,16 @@ def _ratio(num: pd.Series, den: pd.Series) -> pd.Series:
 
 def _counts(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Records by status and supported FullCache-correct pairs (n_fc) and C→W rows (n_cw) per group."""
-    sup = rows["status"] == "supported"
-    cw = sup & (rows["transition"] == "C→W")
+    sup = rows["status"] == SUPPORTED
+    cw = sup & (rows["transition"] == CW)
     frame = pd.DataFrame(
         {
             **{k: rows[k] for k in keys},
             "n_records": 1,
-            "n_unsupported": (rows["status"] == "unsupported").astype(int),
-            "n_error": (rows["status"] == "error").astype(int),
+            "n_unsupported": (rows["status"] == UNSUPPORTED).astype(int),
+            "n_error": (rows["status"] == ERROR).astype(int),
             "n_supported": sup.astype(int),
-            "n_fc": (sup & rows["transition"].isin(["C→C", "C→W"])).astype(int),
+            "n_fc": (sup & rows["transition"].isin(FULL_CORRECT)).astype(int),
             "n_cw": cw.astype(int),
         }
     )
@@ -187,7 +188,7 @@ def _counts(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 def _failures(rows: pd.DataFrame) -> pd.DataFrame:
     """The C→W rows: supported, FullCache-correct, compressed-wrong."""
-    return rows[(rows["status"] == "supported") & (rows["transition"] == "C→W")]
+    return rows[(rows["status"] == SUPPORTED) & (rows["transition"] == CW)]
 
 
 def accounting(rows: pd.DataFrame) -> pd.DataFrame:
@@ -292,7 +293,7 @@ def corpus(rows: pd.DataFrame, metrics: list[Metric]) -> pd.DataFrame:
     columns = [*_KEYS, "item", "group", "rows", "n_cw", "share"]
     fails = _failures(rows)
     out = []
-    for (name, reader), group in rows[rows["status"] == "supported"].groupby(_KEYS, sort=True):
+    for (name, reader), group in rows[rows["status"] == SUPPORTED].groupby(_KEYS, sort=True):
         f = fails[(fails["workload"] == name) & (fails["reader"] == reader)]
         methods = sorted(group["method"].unique())
         out += [(name, reader, *item, len(f)) for item in _corpus_items(f, methods, metrics)]
