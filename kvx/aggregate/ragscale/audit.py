@@ -52,8 +52,8 @@ from kvx.aggregate.stats.estimators import (
     retention,
     upgrade_interval,
 )
+from kvx.core.records import PANEL, SUPPORTED
 
-PANEL = ["task", "evidence", "compressor", "setting"]
 BASE_METRICS = {"correct": ("full_correct", "comp_correct"), "score": ("full_score", "comp_score")}
 READER_COLUMNS = [
     *PANEL,
@@ -203,7 +203,7 @@ def audit(
     settings: AuditSettings | None = None,
     visit: Visit | None = None,
 ) -> AuditTables:
-    supported = rows[rows["status"] == "supported"]
+    supported = rows[rows["status"] == SUPPORTED]
     revisions = supported.groupby("reader")["revision"].transform("nunique")
     # two revisions of one reader are two readers here
     label = supported["reader"].where(revisions == 1, supported["reader"] + "@" + supported["revision"])

@@ -17,6 +17,7 @@ from kvx.aggregate.ragscale.endpoints import held_out_endpoints, panel_floor, sw
 from kvx.aggregate.ragscale.score_changes import score_changes
 from kvx.aggregate.ragscale.settings import AuditSettings
 from kvx.aggregate.read.problems import Problem
+from kvx.core.records import PANEL_METRIC
 
 __all__ = [
     "EXPLANATION",
@@ -54,7 +55,6 @@ EXPLANATION = (
     "compression's retention when both start from the same reference scores, with a paired "
     "family-by-row interval selecting the endpoints once per draw; status says why a pairing has none."
 )
-HEAD = ["task", "evidence", "compressor", "setting", "metric"]
 PANEL_EXTRA_COLUMNS = [
     "rescue_change",
     "damage_change",
@@ -72,7 +72,7 @@ PANEL_EXTRA_COLUMNS = [
     "n_disjoint_undefined_splits",
 ]
 HELDOUT_COLUMNS = [
-    *HEAD,
+    *PANEL_METRIC,
     "n_readers",
     "n_rows",
     "min_gap",
@@ -86,7 +86,7 @@ HELDOUT_COLUMNS = [
     "modal_share",
 ]
 FLOOR_COLUMNS = [
-    *HEAD,
+    *PANEL_METRIC,
     "n_readers",
     "n_rows",
     "raw_mean",

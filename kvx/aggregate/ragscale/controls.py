@@ -19,10 +19,10 @@ from kvx.aggregate.ragscale.audit_rows import Panel
 from kvx.aggregate.ragscale.nulls import Spread, both_half_reversals, null_replay, transition_homogeneity
 from kvx.aggregate.ragscale.resolution import resolution_cost, resolution_retention, token_cost
 from kvx.aggregate.ragscale.screen import validate_screen
+from kvx.core.records import PANEL_METRIC
 
-PANEL = ["task", "evidence", "compressor", "setting", "metric"]
 NULL_COLUMNS = [
-    *PANEL,
+    *PANEL_METRIC,
     "null",
     "n_readers",
     "n_rows",
@@ -44,7 +44,7 @@ NULL_COLUMNS = [
     "status",
 ]
 TRANSITION_COLUMNS = [
-    *PANEL,
+    *PANEL_METRIC,
     "n_readers",
     "n_rows",
     "rescue_rate_min",
@@ -62,7 +62,7 @@ TRANSITION_COLUMNS = [
     "status",
 ]
 RESOLUTION_COLUMNS = [
-    *PANEL,
+    *PANEL_METRIC,
     "n_readers",
     "n_rows",
     "n_half_rows",
@@ -91,7 +91,7 @@ RESOLUTION_COLUMNS = [
     "status",
 ]
 SCREEN_COLUMNS = [
-    *PANEL,
+    *PANEL_METRIC,
     "n_readers",
     "n_families",
     "primary_triplet",

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from kvx.aggregate.read import text
+from kvx.core.records import PANEL_METRIC, SUPPORTED
 
 #: transform fields that tell draws of one artifact apart (a replayed file's digest covers its draw's texts)
 DRAW_FIELDS = ("draw", "draw_temperature", "artifacts_sha256")
@@ -86,9 +87,9 @@ def audit_draws(rows: pd.DataFrame, pairs: pd.DataFrame, panel: pd.DataFrame) ->
         draw=panel["evidence"].map(draw_of),
     )
     ends = pairs[pairs["kind"] == "endpoints"]
-    keys = ["task", "evidence", "compressor", "setting", "metric"]
+    keys = PANEL_METRIC
     retention = ends.set_index(keys)["retention"] if not ends.empty else pd.Series(dtype=float)
-    texts = rows[(rows["status"] == "supported") & rows["text_hash"].notna()]
+    texts = rows[(rows["status"] == SUPPORTED) & rows["text_hash"].notna()]
     out = []
     for (task, group, compressor, setting, metric), part in panel.groupby(
         ["task", "group", "by", "setting", "metric"], sort=True

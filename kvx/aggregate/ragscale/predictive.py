@@ -22,9 +22,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-PANEL = ["task", "evidence", "compressor", "setting", "metric"]
+from kvx.core.records import PANEL_METRIC
+
 CELL_COLUMNS = [
-    *PANEL,
+    *PANEL_METRIC,
     "n_readers",
     "excess_flips",
     "spacing",
@@ -114,9 +115,9 @@ def predictive_audit(
             "audit_predictive": pd.DataFrame(columns=SUMMARY_COLUMNS),
             "audit_predictive_cells": pd.DataFrame(columns=CELL_COLUMNS),
         }
-    flips = panel.set_index(PANEL)["excess_flips"]
-    for keys, group in readers.groupby(PANEL, sort=True):
-        row = dict(zip(PANEL, keys, strict=True)) | {"n_readers": len(group)}
+    flips = panel.set_index(PANEL_METRIC)["excess_flips"]
+    for keys, group in readers.groupby(PANEL_METRIC, sort=True):
+        row = dict(zip(PANEL_METRIC, keys, strict=True)) | {"n_readers": len(group)}
         excess = flips.get(keys, np.nan)
         if len(group) < 3 or not np.isfinite(excess):
             cells.append(row | {"status": "not a cell: needs 3 readers and a defined excess-flip median"})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from kvx.aggregate.read.problems import Problem
+from kvx.core.records import SUPPORTED
 
 
 def swapped(rows: pd.DataFrame, before: str, after: str) -> tuple[pd.DataFrame, list[Problem]]:
@@ -27,7 +28,7 @@ def swapped(rows: pd.DataFrame, before: str, after: str) -> tuple[pd.DataFrame, 
     left = left.rename(columns={c: "full_" + c[5:] for c in comp_cols} | {"text_hash": "hash_before"})
     right = rows[rows["evidence"] == b][[*key, "status", "text_hash", *comp_cols]]
     both = left.merge(right, on=key, suffixes=("_before", ""))
-    both["status"] = both["status"].where(both["status_before"] == "supported", both["status_before"])
+    both["status"] = both["status"].where(both["status_before"] == SUPPORTED, both["status_before"])
     pair = both["hash_before"].fillna("") + "|" + both["text_hash"].fillna("")
     both["text_hash"] = pair.where(pair != "|")  # KV-only conditions: no text artifact on either side
     both["evidence"] = f"{a} -> {b}"
