@@ -19,8 +19,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from kvx.aggregate.ragscale.audit import PANEL, metrics
+from kvx.aggregate.ragscale.audit import metrics
 from kvx.aggregate.read.problems import Problem
+from kvx.core.records import PANEL, SUPPORTED
 
 MINIMUM_GAP = 0.05  # ragscale run.minimum_raw_gap default: the raw upgrade retention needs
 RETENTION_ALERT = 0.75  # ragscale run.retention_alert_threshold default
@@ -121,7 +122,7 @@ def _pair_frames(
 ) -> list[tuple[dict, pd.DataFrame, pd.DataFrame, tuple[str, str]]]:
     """Per comparison: its keys, reader a's and reader b's rows on the rows both answered (by row_id), and
     the metric's (raw, comp) columns."""
-    supported = rows[rows["status"] == "supported"]
+    supported = rows[rows["status"] == SUPPORTED]
     if "revision" in supported:  # as the audit names them: two revisions of one reader are two readers
         revisions = supported.groupby("reader")["revision"].transform("nunique")
         labels = supported["reader"].where(revisions == 1, supported["reader"] + "@" + supported["revision"])
