@@ -34,6 +34,7 @@ import pandas as pd
 
 from kvx.aggregate.stats.estimators import _check_bootstrap, release_percentiles
 from kvx.aggregate.tpbench.probes import FULL, GROUP, _ranked
+from kvx.core.records import SUPPORTED
 
 __all__ = [
     "EXPLANATION",
@@ -204,11 +205,11 @@ def gaps(tp: pd.DataFrame, n_boot: int = RELEASE_N_BOOT, seed: int = RELEASE_BOO
     ``n_unpaired`` counts the method's scored answers whose full-context answer is not scored."""
     if tp.empty:
         return pd.DataFrame(columns=GAP_COLUMNS)
-    scored = tp[(tp["status"] == "supported") & tp["m.strict"].notna()]
+    scored = tp[(tp["status"] == SUPPORTED) & tp["m.strict"].notna()]
     full = scored[scored["method"] == FULL].drop_duplicates(_PAIR).set_index(_PAIR)[["m.strict", "m.loose"]]
     rows = []
     for key, group in tp[tp["method"] != FULL].groupby(GROUP, sort=True):
-        mine = group[(group["status"] == "supported") & group["m.strict"].notna()]
+        mine = group[(group["status"] == SUPPORTED) & group["m.strict"].notna()]
         paired = mine.join(full, on=_PAIR, rsuffix="_full", how="inner")
         row: dict[str, Any] = dict(zip(GROUP, key)) | {"family": group["family"].iat[0]}
         row |= {
@@ -264,7 +265,7 @@ def token_scaling(tp: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for key, group in tp[tp["method"] != FULL].groupby(GROUP, sort=True):
         family = str(group["family"].iat[0])
-        scored = group[group["status"] == "supported"]
+        scored = group[group["status"] == SUPPORTED]
         counts = scored.reindex(columns=["n_context_tokens", "n_question_tokens", "retained_token_share"])
         counts = counts.astype(float).dropna()
         row: dict[str, Any] = dict(zip(GROUP, key)) | {"family": family, "n": len(counts)}

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kvx.aggregate.tpbench.probes import GROUP, _mean, _ordered
+from kvx.aggregate.tpbench.probes import GROUP, PROBE_KEYS, _mean, _ordered
+from kvx.core.records import ERROR, SUPPORTED, UNSUPPORTED
 from kvx.tasks.tpbench.text import alias_equivalent
 
 __all__ = [
@@ -44,14 +45,13 @@ _PLACE = (
     "city", "location", "origin", "destination", "area", "place",
     "name", "theater", "hotel", "restaurant", "departure", "dest",
 )  # fmt: skip
-_KEYS = ["probe", "corpus", "task", "reader"]
 
 
 # --------------------------------------------------------------------------------------- helpers
 
 
 def _supported(tp: pd.DataFrame, probe: str) -> pd.DataFrame:
-    return tp[(tp["probe"] == probe) & (tp["status"] == "supported")]
+    return tp[(tp["probe"] == probe) & (tp["status"] == SUPPORTED)]
 
 
 def _column(frame: pd.DataFrame, name: str) -> pd.Series:
@@ -139,7 +139,7 @@ def slot_types(tp: pd.DataFrame) -> pd.DataFrame | None:
 
     frame = pd.DataFrame(_rows(part, [*GROUP, "slot_type"], build), columns=SLOT_COLUMNS)
     frame["_type"] = frame["slot_type"].map(SLOT_TYPES.index)
-    return _ordered(frame, [*_KEYS, "_type"]).drop(columns="_type")
+    return _ordered(frame, [*PROBE_KEYS, "_type"]).drop(columns="_type")
 
 
 # ---------------------------------------------------------------------------- Table 9: P3 alias
@@ -194,9 +194,9 @@ def alias_excluded(tp: pd.DataFrame) -> pd.DataFrame | None:
     turns = frame["family"] == "turns"
     for metric in ("strict", "loose"):
         score = f"{metric}_accuracy_seed_mean"
-        best = frame[turns].groupby([*_KEYS, "budget"])[score].transform("max").reindex(frame.index)
+        best = frame[turns].groupby([*PROBE_KEYS, "budget"])[score].transform("max").reindex(frame.index)
         frame[f"best_{metric}"] = turns & (frame[score] == best)
-    return _ordered(frame, _KEYS)
+    return _ordered(frame, PROBE_KEYS)
 
 
 # ------------------------------------------------------------------------ §6.3: evidence location
@@ -257,7 +257,7 @@ def evidence(tp: pd.DataFrame) -> pd.DataFrame | None:
         }
 
     frame = pd.DataFrame(_rows(part, [*GROUP, "seed"], build), columns=EVIDENCE_COLUMNS)
-    return _ordered(frame, [*_KEYS, "seed"])
+    return _ordered(frame, [*PROBE_KEYS, "seed"])
 
 
 # ----------------------------------------------------------------- Table 10: P3 among parsed answers
@@ -294,7 +294,7 @@ def p3_parsed(tp: pd.DataFrame) -> pd.DataFrame | None:
             "loose_accuracy_parsed_seed_mean": _seed_mean(parsed, "m.loose"),
         }
 
-    return _ordered(pd.DataFrame(_rows(part, GROUP, build), columns=PARSED_COLUMNS), _KEYS)
+    return _ordered(pd.DataFrame(_rows(part, GROUP, build), columns=PARSED_COLUMNS), PROBE_KEYS)
 
 
 # ----------------------------------------------------------- Table 15: KV beside the best selector
@@ -314,24 +314,25 @@ def kv_vs_selectors(tp: pd.DataFrame) -> pd.DataFrame | None:
     kv = tp[tp["family"] == "kv"]
     if kv.empty:
         return None
-    turns = tp[(tp["family"] == "turns") & (tp["status"] == "supported")]
+    turns = tp[(tp["family"] == "turns") & (tp["status"] == SUPPORTED)]
     rows = []
-    for key, group in kv.groupby([*_KEYS, "seed", "method", "budget"], sort=True):
-        ident = dict(zip([*_KEYS, "seed", "method", "budget"], key))
+    for key, group in kv.groupby([*PROBE_KEYS, "seed", "method", "budget"], sort=True):
+        ident = dict(zip([*PROBE_KEYS, "seed", "method", "budget"], key))
         budget = str(ident["budget"])
         selector_budget = "turns " + budget.removeprefix("cache ") if budget.startswith("cache ") else ""
-        same = (turns[[*_KEYS, "seed"]] == pd.Series({k: ident[k] for k in [*_KEYS, "seed"]})).all(axis=1)
+        seeded = [*PROBE_KEYS, "seed"]
+        same = (turns[seeded] == pd.Series({k: ident[k] for k in seeded})).all(axis=1)
         scores = (
             turns[same & (turns["budget"] == selector_budget)].groupby("method")["m.strict"].mean().dropna()
         )
         best = scores[scores == scores.max()] if len(scores) else scores
-        scored = group[group["status"] == "supported"]
+        scored = group[group["status"] == SUPPORTED]
         rows.append(
             ident
             | {
                 "n": len(scored),
-                "n_unsupported": int((group["status"] == "unsupported").sum()),
-                "n_error": int((group["status"] == "error").sum()),
+                "n_unsupported": int((group["status"] == UNSUPPORTED).sum()),
+                "n_error": int((group["status"] == ERROR).sum()),
                 "strict_accuracy": _mean(scored, "m.strict"),
                 "selector_budget": selector_budget,
                 "n_selectors": len(scores),
@@ -365,7 +366,7 @@ def p1_seeds(tp: pd.DataFrame) -> pd.DataFrame | None:
             row |= {f"{name}_seed_mean": mean, f"{name}_seed_sd": sd}
         return row
 
-    return _ordered(pd.DataFrame(_rows(part, GROUP, build), columns=P1_COLUMNS), _KEYS)
+    return _ordered(pd.DataFrame(_rows(part, GROUP, build), columns=P1_COLUMNS), PROBE_KEYS)
 
 
 #: every table this module writes, in report order, with what builds it

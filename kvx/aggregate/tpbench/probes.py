@@ -27,6 +27,7 @@ from kvx.aggregate.read import text
 from kvx.aggregate.read.cells import owner
 from kvx.aggregate.stats.estimators import _BLOCK_CELLS, _check_bootstrap, _interval, pair_mcnemar
 from kvx.core.identity import varying
+from kvx.core.records import ERROR, SUPPORTED, TASK_READER, UNSUPPORTED
 
 __all__ = [
     "FULL",
@@ -49,7 +50,9 @@ DELETION_BUDGET = "deletion"
 POSITIONAL = frozenset({"recency", "earliest", "random", "uniform_stride", "first_user_recent"})
 #: (evidence deletion, its matched control), TPBench §4 "Matched deletion controls"
 PAIRS = (("update", "update_control"), ("answers", "answers_control"))
-GROUP = ["probe", "corpus", "task", "reader", "method", "budget"]
+#: a probe's tables: one task and reader under one probe and corpus, then one method at one budget
+PROBE_KEYS = ["probe", "corpus", *TASK_READER]
+GROUP = [*PROBE_KEYS, "method", "budget"]
 #: per probe: (record metric, table column) beyond strict/loose, which every probe has
 EXTRA_SCORES: dict[str, tuple[tuple[str, str], ...]] = {
     "P1": (("f1", "f1_mean"),),
@@ -208,8 +211,8 @@ def tpbench_rows(rows: pd.DataFrame, cells: Mapping[str, Mapping[str, Any]] | No
     )
     ordered = text.drop_duplicates(pd.concat([tp[has_full], tp[~has_full]]), ["_control", "source_id"])
     got = has_full[ordered.index]
-    status = ordered["status"].where(~got, "supported")  # with a control: scored
-    status = status.mask(~got & (status == "supported"), "error")  # a scored record without one
+    status = ordered["status"].where(~got, SUPPORTED)  # with a control: scored
+    status = status.mask(~got & (status == SUPPORTED), ERROR)  # a scored record without one
     full = pd.concat(
         [
             ordered[base].assign(status=status, method=FULL, family="full", budget=FULL_BUDGET),
@@ -275,13 +278,13 @@ def _mean(frame: pd.DataFrame, column: str) -> float:
 def _summary(group: pd.DataFrame, probe: str, n_boot: int, seed: int) -> dict[str, Any]:
     """One accuracy row: counts, headline scores with seed spread and dialogue-clustered interval,
     the probe's other scores and its failure rates; unsupported and errored answers only counted."""
-    scored = group[group["status"] == "supported"]
+    scored = group[group["status"] == SUPPORTED]
     out: dict[str, Any] = {
         "n": len(scored),
         "n_seeds": int(scored["seed"].nunique()),
         "n_dialogues": int(scored["cluster"].nunique()),
-        "n_unsupported": int((group["status"] == "unsupported").sum()),
-        "n_error": int((group["status"] == "error").sum()),
+        "n_unsupported": int((group["status"] == UNSUPPORTED).sum()),
+        "n_error": int((group["status"] == ERROR).sum()),
     }
     for metric in _HEADLINE:
         column = f"m.{metric}"
@@ -338,7 +341,7 @@ def accuracy(tp: pd.DataFrame, probe: str, n_boot: int, seed: int) -> pd.DataFra
         dict(zip(GROUP, key)) | {"family": group["family"].iat[0]} | _summary(group, probe, n_boot, seed)
         for key, group in part.groupby(GROUP, sort=True)
     ]
-    return _ordered(pd.DataFrame(out, columns=columns), ["probe", "corpus", "task", "reader"])
+    return _ordered(pd.DataFrame(out, columns=columns), PROBE_KEYS)
 
 
 RANK_COLUMNS = [
@@ -455,7 +458,7 @@ def retention(tp: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=RETENTION_COLUMNS)
     rows = []
     for key, group in tp.groupby(GROUP, sort=True):
-        scored = group[group["status"] == "supported"]
+        scored = group[group["status"] == SUPPORTED]
         flag = scored.get(f"d.{RETAINED[key[0]]}", pd.Series(NAN, index=scored.index)).astype(float)
         kept, lost = scored[flag == 1.0], scored[flag == 0.0]
         row = dict(zip(GROUP, key)) | {"family": group["family"].iat[0], "n": len(scored)}
@@ -470,7 +473,7 @@ def retention(tp: pd.DataFrame) -> pd.DataFrame:
             row[f"{metric}_accuracy_retained"] = _mean(kept, column)
             row[f"{metric}_accuracy_not_retained"] = _mean(lost, column)
         rows.append(row)
-    return _ordered(pd.DataFrame(rows, columns=RETENTION_COLUMNS), ["probe", "corpus", "task", "reader"])
+    return _ordered(pd.DataFrame(rows, columns=RETENTION_COLUMNS), PROBE_KEYS)
 
 
 DELETION_COLUMNS = [
@@ -506,7 +509,7 @@ def _paired(deleted: pd.DataFrame, control: pd.DataFrame, full: pd.DataFrame, pa
         "n_paired": len(paired),
         "matched": f"{len(paired)} of {len(_scored(deleted))}",
         "n_control_unmatched": int(len(_scored(deleted)) - len(paired)),
-        "n_deleted_unsupported": int((deleted["status"] != "supported").sum()),
+        "n_deleted_unsupported": int((deleted["status"] != SUPPORTED).sum()),
     }
     for side, frame in (("full", f), ("deleted", d), ("control", c)):
         row[f"{side}_strict_accuracy"] = _mean(frame, "m.strict")
@@ -526,7 +529,7 @@ def _paired(deleted: pd.DataFrame, control: pd.DataFrame, full: pd.DataFrame, pa
 
 def _scored(frame: pd.DataFrame) -> pd.DataFrame:
     """Answers that count: supported records with a strict score."""
-    return frame[(frame["status"] == "supported") & frame["m.strict"].notna()]
+    return frame[(frame["status"] == SUPPORTED) & frame["m.strict"].notna()]
 
 
 def deletion(tp: pd.DataFrame) -> pd.DataFrame:
@@ -538,7 +541,7 @@ def deletion(tp: pd.DataFrame) -> pd.DataFrame:
     if tp.empty:
         return pd.DataFrame(columns=DELETION_COLUMNS)
     deletions = tp[tp["family"] == "deletion"]
-    keys = ["probe", "corpus", "task", "reader"]
+    keys = PROBE_KEYS
     for key, group in deletions.groupby(keys, sort=True):
         full = tp[(tp[keys] == pd.Series(dict(zip(keys, key)))).all(axis=1) & (tp["method"] == FULL)]
         seeds = sorted(group["seed"].unique())
