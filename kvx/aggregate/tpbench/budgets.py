@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from kvx.aggregate.stats.estimators import _check_bootstrap, release_percentiles
-from kvx.aggregate.tpbench.probes import FULL, GROUP, _ranked
+from kvx.aggregate.tpbench.probes import FULL, GROUP, PROBE_KEYS, _ranked
 from kvx.core.records import SUPPORTED
 
 __all__ = [
@@ -195,7 +195,7 @@ GAP_COLUMNS = [
     "loose_accuracy_gap_ci_low", "loose_accuracy_gap_ci_high",
     "n_resamples", "resample_seed",
 ]  # fmt: skip
-_PAIR = ["probe", "corpus", "task", "reader", "seed", "source_id"]
+_PAIR = [*PROBE_KEYS, "seed", "source_id"]
 
 
 def gaps(tp: pd.DataFrame, n_boot: int = RELEASE_N_BOOT, seed: int = RELEASE_BOOT_SEED) -> pd.DataFrame:
