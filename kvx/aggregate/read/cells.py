@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from kvx.core.identity import varying
+from kvx.core.records import CELL
 
 #: label column -> the flat-field prefixes it absorbs when they vary
 OWNERS = {
@@ -60,7 +61,7 @@ def with_varying(
     their task and reader fields; pooled rows none)."""
     if not keys or matrix.empty:
         return matrix
-    firsts = rows.drop_duplicates(["task", "reader", "compressor", "setting"])
+    firsts = rows.drop_duplicates(CELL)
     values = {
         (r.task, r.reader, r.compressor, r.setting): cells.get(r.cell_id, {}) for r in firsts.itertuples()
     }

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from kvx.aggregate.read import text
-from kvx.core.records import ANSWER_COSTS, COMPRESSION_COSTS, SERVED_COSTS
+from kvx.core.records import ANSWER_COSTS, COMPRESSION_COSTS, CONTROL, CW, SERVED_COSTS, SOURCE
 from kvx.diagnostics.categories import READS, categorize, category_row
 
 VALID = ("measured", "projected", "structural")
@@ -143,7 +143,7 @@ def _category(record: dict[str, Any], diags: dict[str, Any]) -> dict[str, Any]:
         return {"category": recorded, "category_derived": False}
     measured = any((diags.get(name) or {}).get("status") in VALID for name in READS)
     coverage = (diags.get("coverage") or {}).get("status") in (*VALID, "not_applicable")
-    if record.get("transition") != "C→W" or not measured or not coverage:
+    if record.get("transition") != CW or not measured or not coverage:
         return {"category": None, "category_derived": False}
     return {"category": categorize(category_row(diags))["category"], "category_derived": True}
 
@@ -228,7 +228,7 @@ def project(
         "transition": record.get("transition"),
         # KVDiagnosis paired cases (Figure 8 / Table 15), the PyramidKV audit (Table 5) and structural N/A
         # (Table 14): the compressed output of C→W rows only (the cases), a 52-bit hash of every one
-        "comp_output": case_text(comp.get("output")) if record.get("transition") == "C→W" else None,
+        "comp_output": case_text(comp.get("output")) if record.get("transition") == CW else None,
         "comp_output_hash": _text_hash(comp.get("output")),
         "references": " | ".join(map(str, record.get("references") or [])) or None,
         "coverage_status": (diags.get("coverage") or {}).get("status"),
@@ -278,12 +278,12 @@ def with_ids(rows: pd.DataFrame) -> pd.DataFrame:
     shared by the rows that have it (a source recurs in every cell). Adds the columns in place."""
     rows["row_id"] = _joined(
         rows,
-        ["task", "seed", "source_id"],
+        SOURCE,
         lambda f: f["task"] + "|seed=" + f["seed"].astype(str) + "|" + f["source_id"],
     )
     rows["unit"] = _joined(
         rows,
-        ["row_id", "reader", "revision"],
+        CONTROL,
         lambda f: f["row_id"] + "|" + f["reader"] + "@" + f["revision"],
     )
     return rows

@@ -32,6 +32,8 @@ from kvx.aggregate.read.sources import Batch, NotRecords, Source
 from kvx.core.records import (
     METRIC_PREFIXES,
     SCHEMA_VERSION,
+    SUPPORTED,
+    TASK_READER,
     cell_metrics,
     is_valid,
     schema,
@@ -438,7 +440,7 @@ def cross_check(rows: pd.DataFrame, out: Validated, source: Source) -> pd.DataFr
     _expected(rows, problems, source)
     # seeds draw different sources by design (each its own control group); one seed with several
     # groups is two sweeps' sizes or budgets pooled
-    by_seed = rows.groupby(["task", "reader", "seed"], dropna=False)["split"].nunique()
+    by_seed = rows.groupby([*TASK_READER, "seed"], dropna=False)["split"].nunique()
     for (task, reader, seed), splits in by_seed.items():
         if splits > 1:
             problems.append(
@@ -502,7 +504,7 @@ def _pairing(rows: pd.DataFrame, ledger: dict[str, dict[str, dict]], problems: l
         "full_correct",
         "full_output",
     ]
-    paired = rows.loc[rows["status"] == "supported", [*columns, "unit"]]
+    paired = rows.loc[rows["status"] == SUPPORTED, [*columns, "unit"]]
     answers = paired[["full_score", "full_correct"]].assign(full_output=text.exact(paired["full_output"]))
     paired_units = text.exact(paired["unit"])
     distinct = answers.groupby(paired_units).nunique()
@@ -593,7 +595,7 @@ def _expected(rows: pd.DataFrame, problems: list[Problem], source: Source) -> No
     for sweep in sorted(sweeps):
         mine = (rows["sweep"] == sweep) | rows["cell_id"].isin(source.reused.get(sweep, set()))
         group = rows.loc[mine, columns]
-        sources = group.groupby(["task", "reader", "seed"])["source_id"].agg(set)
+        sources = group.groupby([*TASK_READER, "seed"])["source_id"].agg(set)
         cells = _planned(group, plans[sweep]) if sweep in plans else _product(group)
         for label, split, have in cells:
             if have is None:
