@@ -41,6 +41,7 @@ from kvx.aggregate.read.sources import DirectorySource, MlflowSource, Source
 from kvx.aggregate.run import Options, Result, analyse
 from kvx.core import commands
 from kvx.core.errors import ConfigError
+from kvx.core.records import PANEL
 from kvx.stores.tags import run_store
 
 if TYPE_CHECKING:
@@ -441,7 +442,7 @@ def _audit_headlines(result: Result) -> None:
     if pairs is None or pairs.empty:
         return
     ends = pairs[pairs["kind"] == "endpoints"]
-    for _, panel in ends.groupby(["task", "evidence", "compressor", "setting"], sort=True):
+    for _, panel in ends.groupby(PANEL, sort=True):
         row = panel[panel["metric"] == "em"].iloc[0] if (panel["metric"] == "em").any() else panel.iloc[0]
         retention = "N/A" if row.isna()["retention"] else f"{100 * row['retention']:.0f}%"
         where = f"{row['task']} x {row['evidence']} + {row['compressor']}@{row['setting']}"

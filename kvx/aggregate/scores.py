@@ -38,6 +38,7 @@ from kvx.aggregate.read.ragscale_scores import (
 from kvx.aggregate.read.sources import Source
 from kvx.aggregate.run import PROBLEM_COLUMNS, Options, Result, audit_controls, audit_tables
 from kvx.core.jsonl import JsonLineError, json_lines
+from kvx.core.records import SUPPORTED
 
 REQUIRED = ("row_id", "reader", "compressor")
 ANSWERS = ("raw_answer", "comp_answer")  # optional: the answers behind the scores (changed examples)
@@ -94,7 +95,7 @@ def score_rows(frame: pd.DataFrame, origin: str) -> tuple[pd.DataFrame, list[Pro
     task = frame["task"].astype(str) if "task" in frame else "imported"
     rows = pd.DataFrame(
         {
-            "status": "supported",
+            "status": SUPPORTED,
             "task": task,
             "evidence": frame["compressor"].astype(str),
             "compressor": "text",
