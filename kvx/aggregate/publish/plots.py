@@ -28,6 +28,7 @@ from kvx.aggregate.publish import kept_figures
 from kvx.aggregate.publish.canvas import save_png
 from kvx.aggregate.publish.kvdiagnosis_release_plots import demand_profile_plot, slot_ecov_plot
 from kvx.aggregate.workers import can_fork, cpus, pool
+from kvx.core.records import CELL, PANEL_METRIC, TASK_READER
 from kvx.diagnostics.categories import CATEGORIES
 
 __all__ = [
@@ -81,7 +82,7 @@ def heatmaps(matrix: pd.DataFrame, out: Path) -> list[Path]:
     if matrix.empty:
         return []
     paths = []
-    for (task, reader), group in _groups(_tasks_pooled_last(matrix), ["task", "reader"]):
+    for (task, reader), group in _groups(_tasks_pooled_last(matrix), TASK_READER):
         compressed = group[group["compressor"] != "FullCache"]
         if compressed.empty:
             continue
@@ -149,7 +150,7 @@ def category_bars(categories: pd.DataFrame, out: Path) -> list[Path]:
     pooled = categories[categories["task"] == _POOLED]
     per_cell = categories[categories["task"] != _POOLED]
     order = _category_order(categories["category"])
-    groups = list(_groups(per_cell, ["task", "reader"])) or [((_POOLED, _POOLED), per_cell)]
+    groups = list(_groups(per_cell, TASK_READER)) or [((_POOLED, _POOLED), per_cell)]
     paths = []
     for (task, reader), group in groups:
         bars = _bars(group, "") + _bars(pooled, "all tasks (pooled)")
@@ -192,8 +193,7 @@ def reader_scaling(audit_readers: pd.DataFrame, out: Path) -> list[Path]:
     if audit_readers.empty:
         return []
     paths = []
-    columns = ["task", "evidence", "compressor", "setting", "metric"]
-    for key, group in _groups(audit_readers, [c for c in columns if c in audit_readers]):
+    for key, group in _groups(audit_readers, [c for c in PANEL_METRIC if c in audit_readers]):
         valid = group[np.isfinite(group["raw_mean"]) & np.isfinite(group["comp_mean"])]
         if len(valid) < 2:
             continue
@@ -212,7 +212,7 @@ def contrast_plot(contrast: pd.DataFrame, out: Path) -> list[Path]:
     if contrast.empty:
         return []
     paths = []
-    for key, group in _groups(contrast, ["task", "reader", "anchor", "structural"]):
+    for key, group in _groups(contrast, [*TASK_READER, "anchor", "structural"]):
         task, reader, anchor, structural = key
         fig, (ax,) = _figure(7.5, 4.5)
         for i, (compressor, rows) in enumerate(group.sort_values("ratio").groupby("compressor", sort=True)):
@@ -246,7 +246,7 @@ def contrast_ratio_plot(by_ratio: pd.DataFrame, out: Path) -> list[Path]:
     if drawn.empty:
         return []
     paths = []
-    for (task, reader), group in _groups(drawn, ["task", "reader"]):
+    for (task, reader), group in _groups(drawn, TASK_READER):
         fig, (ax,) = _figure(7.0, 4.5)
         metrics = sorted(
             group["metric"].unique(), key=lambda m: (group[group["metric"] == m]["role"].iloc[0], m)
@@ -291,7 +291,7 @@ def frontier_plot(frontier: pd.DataFrame, out: Path) -> list[Path]:
     if frontier.empty:
         return []
     paths = []
-    for (task, reader), group in _groups(_tasks_pooled_last(frontier), ["task", "reader"]):
+    for (task, reader), group in _groups(_tasks_pooled_last(frontier), TASK_READER):
         placed = group[group["left_out"] == ""]
         methods = sorted(set(placed["compressor"]) - {"FullCache"})
         if not methods:
@@ -661,7 +661,7 @@ def _category_order(categories: pd.Series) -> list[str]:
 def _bars(frame: pd.DataFrame, pooled_label: str) -> list[Bar]:
     """One bar per compressor@setting (or the single pooled bar) with its category shares."""
     bars = []
-    for (_, _, compressor, setting), cell in _groups(frame, ["task", "reader", "compressor", "setting"]):
+    for (_, _, compressor, setting), cell in _groups(frame, CELL):
         name = pooled_label or f"{compressor}@{setting}"
         label = f"{name} (n={_count(cell['rows'].sum())})"
         bars.append((label, dict(zip(cell["category"].astype(str), cell["share"].astype(float)))))
