@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kvx.core.records import CC, CW
 from kvx.diagnostics.categories import READS, categorize, category_row
 
 #: ``low_ear``: the paper's cohort; ``all``: every C→W and C→C row
@@ -35,9 +36,9 @@ COHORT_READS: tuple[str, ...] = READS
 def cohort_role(cohort: str, transition: str | None, results: Mapping[str, Any]) -> tuple[str | None, str]:
     """``("failure", "")`` for a cohort C→W row, ``("control", "")`` for a control candidate C→C row,
     else ``(None, reason)``. ``results``: the diagnostics that already ran on the record, by name."""
-    if transition not in ("C→W", "C→C"):
+    if transition not in (CW, CC):
         return None, f"intervention targets C→W rows and C→C controls, not {transition}"
-    role = "failure" if transition == "C→W" else "control"
+    role = "failure" if transition == CW else "control"
     if cohort == "all":
         return role, ""
     signature = categorize(category_row(dict(results)))

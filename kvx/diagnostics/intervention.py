@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kvx.core.errors import ConfigError
+from kvx.core.records import CW
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
 from kvx.diagnostics.cohort import COHORT_READS, COHORTS, cohort_role
 from kvx.diagnostics.context import DiagnosticContext
@@ -100,7 +101,7 @@ class Intervention(Diagnostic):
         values["boost"] = self.boost
         values["cohort"] = self.cohort
         values["boosted_rows"] = int(sum(int(b.sum()) for b in boosted))
-        if transition == "C→W":
+        if transition == CW:
             # a repair counts only where the eager baseline reproduces the failure
             values["reproduced"] = not outcomes["baseline"]["correct"]
             values["repaired_evidence"] = values["reproduced"] and outcomes["evidence"]["correct"]

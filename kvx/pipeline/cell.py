@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from kvx.compressors.base import Compressor
 from kvx.core.identity import CellIdentity, SettingSpec, changed_fields, component, fields_of
-from kvx.core.records import Record, versions
+from kvx.core.records import SUPPORTED, Record, versions
 from kvx.core.setting import Setting
 from kvx.core.source import Source
 from kvx.diagnostics.base import Diagnostic
@@ -145,7 +145,7 @@ class Job:
 
     @property
     def ok(self) -> bool:
-        return self.record.status == "supported" and not self.record.reason
+        return self.record.status == SUPPORTED and not self.record.reason
 
 
 def setting_key(spec: SettingSpec) -> str:

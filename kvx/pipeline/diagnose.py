@@ -7,6 +7,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from kvx.core.records import CW, ERROR
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
 from kvx.diagnostics.categories import categorize, category_row
 from kvx.diagnostics.context import DiagnosticContext
@@ -54,7 +55,7 @@ def diagnose(
             else:
                 out[name] = run_diagnostic(diagnostic, context)
             span.set_outputs(out[name])
-    category = categorize(category_row(out)) if context.record.get("transition") == "C→W" else None
+    category = categorize(category_row(out)) if context.record.get("transition") == CW else None
     return out, category
 
 
@@ -66,7 +67,7 @@ def close(job: Job, reader: LoadedReader, gen: Generation) -> None:
             answer = evaluate(cell.task, gen, job.source)
             span.set_outputs({"correct": answer.correct, "score": answer.score})
     except Exception as exc:  # recorded, counted, never scored as wrong
-        record.fail("error", f"{type(exc).__name__}: {exc}")
+        record.fail(ERROR, f"{type(exc).__name__}: {exc}")
         return
     answer.cost = {**job.cost, **decode_cost(gen)} if job.cost is not None else None
     record.pair(record.full, answer)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kvx.core.identity import digest
-from kvx.core.records import Answer, Record, metric_key
+from kvx.core.records import SUPPORTED, Answer, Record, metric_key
 from kvx.core.source import Source
 from kvx.judges.base import UNCERTAIN, Judge, Judgment
 from kvx.modeling.chat import ChatModel, ChatRequest, LocalChat
@@ -61,7 +61,7 @@ def judge_records(
         model = chat.identity
     waiting: dict[ChatRequest, list[tuple[Answer, dict[str, Any]]]] = {}
     for record in records:
-        if record.status != "supported":
+        if record.status != SUPPORTED:
             continue
         source = sources_by_id.get(record.source_id)
         for answer in (record.full, record.compressed):
@@ -140,7 +140,7 @@ def judge_metrics(rows: list[dict[str, Any]], name: str) -> dict[str, float]:
         found = [
             r[side]["judgments"][name]
             for r in rows
-            if r["status"] == "supported" and r.get(side) and name in (r[side].get("judgments") or {})
+            if r["status"] == SUPPORTED and r.get(side) and name in (r[side].get("judgments") or {})
         ]
         if not found:
             continue

@@ -28,7 +28,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from kvx.core.identity import digest
-from kvx.core.records import Answer, Record
+from kvx.core.records import ERROR, SUPPORTED, UNSUPPORTED, Answer, Record
 from kvx.core.setting import Setting
 from kvx.core.source import Source
 from kvx.diagnostics.base import DiagnosticResult
@@ -153,7 +153,7 @@ def run_served(
             finished[item.control] = full
         if isinstance(full, Exception):
             item.record.full = None
-            item.record.fail("error", f"FullCache control: {full}")
+            item.record.fail(ERROR, f"FullCache control: {full}")
             continue
         item.record.full = full
         if item.compressed is None:  # nothing to compress: the cell reports the control itself
@@ -161,7 +161,7 @@ def run_served(
         else:
             answer = _answer(cell, replies[item.compressed], item.source)
             if isinstance(answer, Exception):
-                item.record.fail("error", str(answer))
+                item.record.fail(ERROR, str(answer))
                 continue
             item.record.pair(full, answer)
         if cell.diagnostics:
@@ -214,7 +214,7 @@ def _open(
     prompt_hash = messages_hash(full_request)
     record = Record(
         key=plan.key(cell, source),
-        status="supported",
+        status=SUPPORTED,
         reason="",
         source_id=source.id,
         references=list(source.answers),
@@ -227,13 +227,13 @@ def _open(
     if not cell.compressor.keeps_everything:
         record.setting = setting_dict(Setting(float(cell.ratio), None), identity.setting)
         record.fail(
-            "unsupported",
+            UNSUPPORTED,
             f"reader={reader.name} answers through an endpoint: press {cell.press_name} compresses the "
             "KV cache, which only an in-process reader has (use press=none with a text transform)",
         )
         return record, None
     if unbound is not None:
-        record.fail("unsupported", unbound)
+        record.fail(UNSUPPORTED, unbound)
         return record, None
     control = answer_key(identity, prompt_hash, source.digest())
     if control not in stored:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kvx.core.records import Record
+from kvx.core.records import ERROR, SUPPORTED, UNSUPPORTED, Record
 from kvx.core.setting import Setting
 from kvx.core.source import Source
 from kvx.modeling.compressed import Caches
@@ -105,7 +105,7 @@ def open_job(
     n_ctx = int(prompt.context_ids.shape[1])
     record = Record(
         key=member.plan.key(cell, source),
-        status="supported",
+        status=SUPPORTED,
         reason="",
         source_id=source.id,
         references=list(source.answers),
@@ -143,7 +143,7 @@ def open_job(
     setting = cell.compressor.resolve(identity.setting, n_compressed, reader.model)
     record.setting = setting_dict(setting, identity.setting)
     if not setting.supported:
-        record.fail("unsupported", setting.reason)
+        record.fail(UNSUPPORTED, setting.reason)
         return record, None
     return record, Job(cell, identity, record, setting, comp_source, comp_prompt, out, tracer)
 
@@ -178,7 +178,7 @@ def _control_and_batch(
             span.set_outputs({"stored": stored})
     except Exception as exc:  # no control, no pair: an error, not a wrong answer
         for job in jobs:
-            job.record.fail("error", f"FullCache control: {type(exc).__name__}: {exc}")
+            job.record.fail(ERROR, f"FullCache control: {type(exc).__name__}: {exc}")
         return []
     limit = stages.budget or default_budget(reader.device)
     batches: list[list[Job]] = []
@@ -220,13 +220,13 @@ def _control_and_batch(
                 stages.controls.finish(control, task, gen, source)
             except Exception as exc:
                 for job in jobs:
-                    job.record.fail("error", f"FullCache control: {type(exc).__name__}: {exc}")
+                    job.record.fail(ERROR, f"FullCache control: {type(exc).__name__}: {exc}")
                 return False
         for job in jobs:
             job.record.full = control.answer
         for job, gen in zip(batch, gens):
             if isinstance(gen, Exception):
-                job.record.fail("error", f"{type(gen).__name__}: {gen}")
+                job.record.fail(ERROR, f"{type(gen).__name__}: {gen}")
             else:
                 job.run.first_logits = gen.first_logits
                 close(job, reader, gen)
@@ -287,7 +287,7 @@ def _alone(stages: Stages, job: Job, reader: LoadedReader) -> None:
                     gen = decode_compressed(reader, job.run, job.cache, job.cell.max_new_tokens)
                     span.set_outputs(_decoded(gen))
             except Exception as exc:  # recorded, counted, never scored as wrong
-                job.record.fail("error", f"{type(exc).__name__}: {exc}")
+                job.record.fail(ERROR, f"{type(exc).__name__}: {exc}")
                 return
             close(job, reader, gen)
     finally:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvx.core.errors import Unsupported
-from kvx.core.records import Record, versions
+from kvx.core.records import ERROR, UNSUPPORTED, Record, versions
 from kvx.core.source import Segment, Source
 from kvx.modeling.reader import LoadedReader
 from kvx.stores.artifacts import ArtifactStore
@@ -124,6 +124,6 @@ def fail_transform(record: Record, name: str, exc: Exception) -> None:
     """A transform that failed on a source: ``unsupported`` when it said it cannot apply, else an
     ``error`` naming the exception; never a wrong answer."""
     if isinstance(exc, Unsupported):
-        record.fail("unsupported", f"transform {name}: {exc}")
+        record.fail(UNSUPPORTED, f"transform {name}: {exc}")
     else:
-        record.fail("error", f"transform {name}: {type(exc).__name__}: {exc}")
+        record.fail(ERROR, f"transform {name}: {type(exc).__name__}: {exc}")
