@@ -40,7 +40,17 @@ from typing import Any
 from kvx import __version__
 from kvx.compressors.hqq import RATIO_TO_BITS
 from kvx.core.identity import digest
-from kvx.core.records import UNKNOWABLE, Answer, Record, dumps, unknown_fields
+from kvx.core.records import (
+    CW,
+    STATUSES,
+    SUPPORTED,
+    UNKNOWABLE,
+    UNSUPPORTED,
+    Answer,
+    Record,
+    dumps,
+    unknown_fields,
+)
 from kvx.importers import (
     CONTROLS_SUFFIX,
     MANIFEST,
@@ -669,10 +679,10 @@ class Converter:
         method = row.get("method_name")
         if method not in METHODS:
             raise Reject(f"unknown method_name {method!r}")
-        status = row.get("support_status", "supported")
-        if status not in ("supported", "unsupported", "error"):
+        status = row.get("support_status", SUPPORTED)
+        if status not in STATUSES:
             raise Reject(f"unknown support_status {status!r}")
-        setting, bits = setting_of(method, row, status == "supported")
+        setting, bits = setting_of(method, row, status == SUPPORTED)
         task, family = task_of(dataset, control, self.level)
         reader, revision = self.reader_of(row, control)
         compressor = METHODS[method]
@@ -713,7 +723,7 @@ class Converter:
         n_context = control.n_context or _tokens(row.get("context_length_tokens"))
         record = Record(
             key=key,
-            status="supported",
+            status=SUPPORTED,
             reason="",
             task=task,
             source_id=sample,
@@ -733,7 +743,7 @@ class Converter:
             task_family=family,
             provenance={"origin": "external", "source": self.source, "unknown": {}},
         )
-        if status == "supported":
+        if status == SUPPORTED:
             record.pair(control.answer, _answer(row, "compressed"))
             stated = str(row.get("outcome_transition") or "").replace("->", "→")
             if stated and stated != record.transition:
@@ -741,7 +751,7 @@ class Converter:
                 raise Reject(f"outcome_transition {given} but the answers give {record.transition}")
             selected = diags.pop((sample, method, _budget(row.get("retained_budget"))), None)
             record.diagnostics, category = diagnostics_of(row, control, selected)
-            if record.transition == "C→W":
+            if record.transition == CW:
                 record.category = category
                 self.counts.joins[
                     "c_to_w_with_diagnostic_row" if selected else "c_to_w_without_diagnostic_row"
@@ -850,12 +860,12 @@ def _checks(conv: Converter) -> dict[str, Any]:
             "planned_runs": counts["planned_runs"],
             "fullcache_correct_sources": counts["fullcache_correct_sources"],
             "supported_runs": sum(
-                c["supported"] for t, c in records.items() if _dataset_of(t, conv) == dataset
+                c[SUPPORTED] for t, c in records.items() if _dataset_of(t, conv) == dataset
             ),
             "unsupported_runs": sum(
-                c["unsupported"] for t, c in records.items() if _dataset_of(t, conv) == dataset
+                c[UNSUPPORTED] for t, c in records.items() if _dataset_of(t, conv) == dataset
             ),
-            "C_to_W_rows": sum(c["C→W"] for t, c in records.items() if _dataset_of(t, conv) == dataset),
+            "C_to_W_rows": sum(c[CW] for t, c in records.items() if _dataset_of(t, conv) == dataset),
         }
         for name, value in mine.items():
             if name in stated and stated[name] != value:

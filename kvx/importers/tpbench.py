@@ -39,7 +39,17 @@ from typing import Any
 
 from kvx import __version__
 from kvx.core.identity import digest
-from kvx.core.records import UNKNOWABLE, Answer, Record, dumps, is_valid, unknown_fields, validate
+from kvx.core.records import (
+    ERROR,
+    SUPPORTED,
+    UNKNOWABLE,
+    Answer,
+    Record,
+    dumps,
+    is_valid,
+    unknown_fields,
+    validate,
+)
 from kvx.importers import (
     CONTROLS_SUFFIX,
     MANIFEST,
@@ -524,7 +534,7 @@ class Converter:
             references = [gold_of(row.raw, task)]  # type: ignore[list-item]
         record = Record(
             key=key,
-            status="supported",
+            status=SUPPORTED,
             reason="",
             task=task,
             source_id=row.probe,
@@ -546,10 +556,10 @@ class Converter:
         record.full = control.answer if control else None
         if control is None or control.answer is None:
             why = control.problem if control else "no seed's full_context answers hold this probe"
-            record.fail("error", f"no FullCache control: {why}")
+            record.fail(ERROR, f"no FullCache control: {why}")
             self.counts.no_control += 1
         elif row.error:
-            record.fail("error", f"reader error in the release: {row.error}")
+            record.fail(ERROR, f"reader error in the release: {row.error}")
         else:
             record.pair(control.answer, answer_of(row, task, False))
         release = {
