@@ -16,7 +16,7 @@ import pandas as pd
 
 from kvx.aggregate.read.sources import DirectorySource
 from kvx.aggregate.run import Options, Result, analyse
-from kvx.core.records import Answer, dumps, validate
+from kvx.core.records import SUPPORTED, UNSUPPORTED, Answer, dumps, validate
 from kvx.testing.synthetic import ratio_record
 
 #: the aggregate's options for a test: few splits and bootstrap draws, a fixed seed, no progress bar
@@ -47,7 +47,7 @@ def rec(
     ratio: float = 0.5,
     full: bool = True,
     ok: bool = True,
-    status: str = "supported",
+    status: str = SUPPORTED,
     score: float | None = None,
     diags: dict | None = None,
     category: str | None = None,
@@ -67,12 +67,12 @@ def rec(
         n_question_tokens=2,
         config_hash="h",
         versions={},
-        full=None if status == "unsupported" else answer(full),
+        full=None if status == UNSUPPORTED else answer(full),
         diagnostics=diags,
         category=None if category is None else {"category": category, "matched": [category]},
         compressed_text_sha256=text_hash,
     )
-    if status == "supported":
+    if status == SUPPORTED:
         r.pair(r.full, answer(ok, score))
     else:
         r.fail(status, "why")

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from kvx.core.identity import digest
-from kvx.core.records import Answer, Record, cell_metrics, dumps
+from kvx.core.records import CC, CW, ERROR, SUPPORTED, UNSUPPORTED, Answer, Record, cell_metrics, dumps
 from kvx.diagnostics.attention_access import Attention
 from kvx.diagnostics.cache_coverage import Coverage
 from kvx.diagnostics.categories import categorize, category_row
@@ -182,7 +182,7 @@ def ratio_record(
     }
     base: dict[str, Any] = {
         "key": f"{task}/{source_id}/{reader}@rev1/{compressor}/ratio={ratio}/seed={seed}",
-        "status": "supported",
+        "status": SUPPORTED,
         "reason": "",
         "task": task,
         "source_id": source_id,
@@ -238,16 +238,16 @@ def cell_records(grid: Grid, task: str, reader: str, compressor: str, ratio: flo
         )
         if (compressor, ratio) in grid.unsupported:
             record.full = full
-            record.fail("unsupported", f"{compressor} cannot keep {1 - ratio:.0%} of the cache")
+            record.fail(UNSUPPORTED, f"{compressor} cannot keep {1 - ratio:.0%} of the cache")
             out.append(record.to_dict())
             continue
         if grid.error_rate and rng.random() < grid.error_rate:
             record.full = full
-            record.fail("error", "RuntimeError: CUDA out of memory (synthetic)")
+            record.fail(ERROR, "RuntimeError: CUDA out of memory (synthetic)")
             out.append(record.to_dict())
             continue
         record.pair(full, comp)
-        cw, cc = record.transition == "C→W", record.transition == "C→C"
+        cw, cc = record.transition == CW, record.transition == CC
         if grid.diagnostics:
             record.diagnostics = _diagnostics(cw, structural, rng, grid.intervention, cw, cc)
             if cw:
@@ -290,7 +290,7 @@ def as_schema1(record: dict[str, Any]) -> dict[str, Any]:
     for side in ("full", "compressed"):
         if out.get(side):
             out[side] = {k: v for k, v in out[side].items() if k != "cost"}
-    if out["status"] == "unsupported":
+    if out["status"] == UNSUPPORTED:
         out["full"] = None
     return out
 

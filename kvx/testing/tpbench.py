@@ -15,7 +15,7 @@ import pandas as pd
 from kvx.aggregate.read.sources import DirectorySource
 from kvx.aggregate.run import Options, analyse
 from kvx.core.identity import digest
-from kvx.core.records import Answer, Record, dumps, validate
+from kvx.core.records import SUPPORTED, Answer, Record, dumps, validate
 
 #: the aggregate's options for a TPBench test: few splits, enough bootstrap draws, a fixed seed
 FAST = Options(n_splits=50, n_boot=400, seed=7, progress=False)
@@ -53,7 +53,7 @@ def record(
     full: int = 1,
     comp: int = 1,
     retained: bool = True,
-    status: str = "supported",
+    status: str = SUPPORTED,
     corpus: str = "sgd",
     press_fields: dict | None = None,
     **metrics: float,
@@ -82,7 +82,7 @@ def record(
     source = f"{dialogue}/hotel-area@T5"
     r = Record(
         key=f"{task}/{source}/r@rev1/{cell_id}/seed={seed}",
-        status="supported",
+        status=SUPPORTED,
         reason="",
         task=task,
         source_id=source,
@@ -107,7 +107,7 @@ def record(
         split=f"{task}|{corpus}|r|{seed}",
         full=answer(task, dialogue, full),
     )
-    if status == "supported":
+    if status == SUPPORTED:
         r.pair(r.full, answer(task, dialogue, comp, retained, **metrics))
     else:
         r.fail(status, "no matched control turn")
