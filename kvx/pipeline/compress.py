@@ -11,6 +11,7 @@ import torch
 from transformers import Cache
 
 from kvx.compressors.base import Compressor
+from kvx.core.records import ERROR
 from kvx.modeling.capture import ids_digest
 from kvx.modeling.compressed import Caches, CompressedRun
 from kvx.modeling.costs import cache_cost
@@ -76,4 +77,4 @@ def compress_job(job: Job, caches: Caches, reader: LoadedReader) -> None:
                 {"cache_tokens": job.cache.get_seq_length(), "retained_share": setting.retained_share}
             )
     except Exception as exc:  # recorded, counted, never scored as wrong
-        job.record.fail("error", f"{type(exc).__name__}: {exc}")
+        job.record.fail(ERROR, f"{type(exc).__name__}: {exc}")

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from kvx.core.jsonl import json_line
-from kvx.core.records import SCHEMA_VERSION, Record
+from kvx.core.records import ERROR, SCHEMA_VERSION, Record
 
 
 class Spool:
@@ -36,7 +36,7 @@ class Spool:
                 record = Record.from_dict(json.loads(line))
             except (ValueError, TypeError):  # the line a killed process was writing
                 continue
-            if record.status != "error" and record.schema_version == SCHEMA_VERSION:
+            if record.status != ERROR and record.schema_version == SCHEMA_VERSION:
                 out[record.key] = record
         return out
 
