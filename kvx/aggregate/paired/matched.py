@@ -15,9 +15,9 @@ import pandas as pd
 from kvx.aggregate.paired.matrix import failure_rows
 from kvx.aggregate.read.rows import Metric
 from kvx.aggregate.stats.estimators import jaccard
-from kvx.core.records import SUPPORTED
+from kvx.core.records import SUPPORTED, TASK_READER
 
-GROUP = ["task", "reader", "setting"]
+GROUP = [*TASK_READER, "setting"]
 
 
 def matched(rows: pd.DataFrame, metrics: list[Metric]) -> pd.DataFrame:

@@ -361,7 +361,7 @@ def rankings(tables: list[pd.DataFrame]) -> pd.DataFrame:
     parts = []
     for table in tables:
         frame = _ranked(table)
-        for _, group in frame.groupby(["probe", "corpus", "task", "reader", "budget"], sort=True):
+        for _, group in frame.groupby([*PROBE_KEYS, "budget"], sort=True):
             group = group.assign(
                 strict_rank=group["strict_accuracy_seed_mean"].rank(ascending=False, method="average"),
                 loose_rank=group["loose_accuracy_seed_mean"].rank(ascending=False, method="average"),
