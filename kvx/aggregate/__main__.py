@@ -24,21 +24,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvx.aggregate.kvexec.onset import DEFAULT_THRESHOLD, check_threshold
+from kvx.aggregate import catalogue
+from kvx.aggregate.kvexec.onset import check_threshold
+from kvx.aggregate.options import GATE, RETENTION_ALERT, counts, flags, forms, from_args
 from kvx.aggregate.ragscale.outcomes import (
     ATTENUATED,
-    MIN_SLICE_ROWS,
     OUTCOMES,
-    RETENTION_ALERT,
     REVERSED,
     check_alert,
     gate,
     parse_outcomes,
 )
-from kvx.aggregate.ragscale.settings import INTERVALS, TIE_RULES
 from kvx.aggregate.read import cache
 from kvx.aggregate.read.sources import DirectorySource, MlflowSource, Source
-from kvx.aggregate.run import Options, Result, analyse
+from kvx.aggregate.run import Result, analyse, listing, select
 from kvx.core import commands
 from kvx.core.errors import ConfigError
 from kvx.core.records import PANEL
@@ -82,67 +81,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="output directory (default: <outputs-dir>/aggregate/<time>; without --outputs-dir, beside "
         "the sqlite store read)",
     )
-    p.add_argument("--pair", action="append", default=[], help="declared reader upgrade A:B for the audit")
-    p.add_argument(
-        "--swap",
-        action="append",
-        default=[],
-        help="audit evidence condition B against A (A:B, e.g. a retriever swap bm25_top_k:dense_top_k)",
-    )
-    p.add_argument(
-        "--family",
-        action="append",
-        default=[],
-        help="READER=FAMILY: the reader's model family for family-by-row intervals (repeatable)",
-    )
-    p.add_argument("--splits", type=int, default=5000, help="row splits for excess flips (default 5000)")
-    p.add_argument("--boot", type=int, default=2000, help="bootstrap draws per interval (default 2000)")
-    p.add_argument(
-        "--null-draws", type=int, default=200, help="draws of each audit null (ragscale A.6; default 200)"
-    )
-    p.add_argument(
-        "--null-splits", type=int, default=250, help="row splits per audit null draw (default 250)"
-    )
-    p.add_argument("--seed", type=int, default=20260821, help="seed of every resampling (default 20260821)")
-    p.add_argument(
-        "--min-gap",
-        type=float,
-        default=0.05,
-        help="raw upgrade (score fraction) a retention ratio and an excess-flip pair need (default 0.05)",
-    )
-    p.add_argument(
-        "--mcnemar-filter",
-        action="store_true",
-        help="excess flips only on pairs separated by exact McNemar p<.05 on the selection half",
-    )
-    p.add_argument(
-        "--ties",
-        choices=TIE_RULES,
-        default="not-reversal",
-        help="a scoring-half tie in the excess-flip replay: not a reversal (default), excluded from the "
-        "eligible pairs, or a raw tie counted as an adverse raw reversal",
-    )
-    p.add_argument(
-        "--interval",
-        choices=INTERVALS,
-        default="family-row",
-        help="endpoint retention interval: family-by-row draws re-selecting the endpoints (default) or "
-        "a row bootstrap of the fixed pair",
-    )
-    p.add_argument(
-        "--onset-drop",
-        type=float,
-        default=DEFAULT_THRESHOLD,
-        help="absolute drop of an answer metric below FullCache that marks its degradation onset "
-        f"(default {DEFAULT_THRESHOLD:g})",
-    )
-    p.add_argument(
-        "--cases", type=int, default=1, help="KVDiagnosis paired cases per task and category (default 1)"
-    )
-    p.add_argument(
-        "--case", action="append", default=[], help="SOURCE_ID: also show its C→W rows as cases (repeatable)"
-    )
-    gate = p.add_argument_group("release gate and slices (ragscale)")
+    gate = p.add_argument_group(GATE)
+    flags(p, {GATE: gate})
     gate.add_argument(
         "--fail-on",
         type=_outcomes,
@@ -161,12 +101,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=lambda text: [f.strip() for f in text.split(",") if f.strip()],
         help="row hints to slice the audit by, e.g. question_type,difficulty (default: a scores file's "
         "hint columns; records: none)",
-    )
-    gate.add_argument(
-        "--min-slice-rows",
-        type=int,
-        default=MIN_SLICE_ROWS,
-        help=f"a slice value with fewer rows is not reported (default {MIN_SLICE_ROWS})",
     )
     src.add_argument(
         "--manifest",
@@ -187,13 +121,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="read every record file and draw every figure afresh: keep nothing in the user cache",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--list", action="store_true", help="list every table (section, family, figures) and exit")
     p.add_argument(
         "--workers", type=int, help="processes reading records and drawing figures (default: every CPU)"
     )
     args = p.parse_args(argv)
-    for name in ("splits", "boot", "workers", "cases", "min_slice_rows", "null_draws", "null_splits"):
+    for flag, name in [*counts(), ("--workers", "workers")]:
         if getattr(args, name) is not None and getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')}={getattr(args, name)} must be a positive integer")
+            p.error(f"{flag}={getattr(args, name)} must be a positive integer")
     try:
         check_threshold(args.onset_drop, f"--onset-drop={args.onset_drop:g}")
         if args.retention_alert is not None:
@@ -206,13 +141,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         )
     if args.manifest and not args.scores:
         p.error("--manifest checks a ragscale --scores file: give --scores too")
-    for flag, pairs, form in (("pair", args.pair, "READER_A:READER_B"), ("swap", args.swap, "A:B")):
-        for pair in pairs:
-            if pair.count(":") != 1 or "" in pair.split(":"):
-                p.error(f"--{flag} {pair!r} must be {form}")
-    for item in args.family:
-        if item.count("=") != 1 or "" in item.split("="):
-            p.error(f"--family {item!r} must be READER=FAMILY")
+    for flag, name, form in forms():
+        separator = ":" if ":" in form else "="
+        for item in getattr(args, name):
+            if item.count(separator) != 1 or "" in item.split(separator):
+                p.error(f"{flag} {item!r} must be {form}")
     inputs = [name for name in ("records", "scores") if getattr(args, name)]
     if len(inputs) > 1 or (args.scores and (args.sweep or args.experiment)):
         p.error("give one input: an MLflow store (--sweep/--experiment), --records or --scores")
@@ -297,39 +230,32 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
+    if args.list:
+        print(listing(catalogue.load(figures=True)), end="")
+        return 0
+    options = from_args(
+        args,
+        export=args.export_records,
+        progress=not args.quiet,
+        workers=args.workers,
+        retention_alert=RETENTION_ALERT if args.retention_alert is None else args.retention_alert,
+        slice_by=args.slice_by,
+    )
+    tables = catalogue.load()
+    try:
+        select(tables, options.only, options.skip)
+    except ValueError as exc:  # a name that is no table, section or family: before any record is read
+        raise ConfigError(str(exc)) from exc
     try:
         source, log_uri = build_source(args)
     except (FileNotFoundError, LookupError) as exc:  # no such store, experiment or sweep
         raise ConfigError(str(exc)) from exc
-    options = Options(
-        n_splits=args.splits,
-        n_boot=args.boot,
-        seed=args.seed,
-        pairs=[tuple(p.split(":")) for p in args.pair],  # type: ignore[misc]
-        swaps=[tuple(p.split(":")) for p in args.swap],  # type: ignore[misc]
-        families=dict(item.split("=") for item in args.family),
-        export=args.export_records,
-        progress=not args.quiet,
-        workers=args.workers,
-        cases=args.cases,
-        case_sources=args.case,
-        onset_drop=args.onset_drop,
-        min_gap=args.min_gap,
-        mcnemar_filter=args.mcnemar_filter,
-        ties=args.ties,
-        interval=args.interval,
-        retention_alert=RETENTION_ALERT if args.retention_alert is None else args.retention_alert,
-        slice_by=args.slice_by,
-        min_slice_rows=args.min_slice_rows,
-        null_draws=args.null_draws,
-        null_splits=args.null_splits,
-    )
     out = out_dir(args, log_uri)
     if args.scores:
         from kvx.aggregate.scores import audit_scores
 
         try:
-            result = audit_scores(args.scores, options, args.manifest)
+            result = audit_scores(args.scores, options, args.manifest, tables)
         except (FileNotFoundError, ValueError) as exc:  # a scores file that is missing or malformed
             raise ConfigError(str(exc)) from exc
         drawer = None
@@ -338,9 +264,11 @@ def _main(argv: list[str]) -> int:
         drawer = None if args.no_plots else _Figures(out, options.workers, kept)
         try:
             if drawer is None:
-                result = analyse(source, options)
+                result = analyse(source, options, catalogue=tables)
             else:
-                result = analyse(source, options, on_table=drawer.add, while_reading=drawer.start)
+                result = analyse(
+                    source, options, on_table=drawer.add, while_reading=drawer.start, catalogue=tables
+                )
         except BaseException:
             if drawer is not None:
                 drawer.cancel()
@@ -400,11 +328,10 @@ class _Figures:
 
     def start(self) -> Drawer:
         if self.drawer is None:
-            from kvx.aggregate.publish.kvdiagnosis_plots import FIGURES
             from kvx.aggregate.publish.plots import Drawer
 
             self.out.mkdir(parents=True, exist_ok=True)
-            self.drawer = Drawer(self.out, self.workers, FIGURES, self.kept)
+            self.drawer = Drawer(self.out, catalogue.load(figures=True).figures, self.workers, self.kept)
         return self.drawer
 
     def add(self, name: str, frame: pd.DataFrame) -> None:

@@ -7,84 +7,27 @@ directory give identical numbers (the seeded resampling sees the same order).
 
 from __future__ import annotations
 
+import difflib
 import json
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from tqdm.auto import tqdm
 
-from kvx.aggregate.kvdiagnosis.intervention import intervention
-from kvx.aggregate.kvdiagnosis.intervention_cohort import intervention_cohort
-from kvx.aggregate.kvdiagnosis.release import kvdiagnosis_release_tables
-from kvx.aggregate.kvdiagnosis.workloads import kvdiagnosis_tables
-from kvx.aggregate.kvexec.answer_metrics import paired_answers
-from kvx.aggregate.kvexec.contrast import contrast, contrast_by_ratio
-from kvx.aggregate.kvexec.onset import DEFAULT_THRESHOLD, onset
-from kvx.aggregate.paired.costs import costs, frontier
-from kvx.aggregate.paired.judges import agreement, judge_names
-from kvx.aggregate.paired.matched import matched
-from kvx.aggregate.paired.matrix import categories, failures, matrix
-from kvx.aggregate.paired.separation import separation
-from kvx.aggregate.ragscale.audit import AuditTables, audit, with_families
-from kvx.aggregate.ragscale.controls import AuditControls
-from kvx.aggregate.ragscale.draws import audit_draws
-from kvx.aggregate.ragscale.outcomes import (
-    MIN_SLICE_ROWS,
-    RETENTION_ALERT,
-    audit_changed,
-    audit_slices,
-    with_outcomes,
-)
-from kvx.aggregate.ragscale.predictive import predictive_audit
-from kvx.aggregate.ragscale.settings import AuditSettings
-from kvx.aggregate.ragscale.swap import swapped
-from kvx.aggregate.read.cells import label_cells, with_varying
+from kvx.aggregate.catalogue import Catalogue, Producer, load
+from kvx.aggregate.options import Options
+from kvx.aggregate.read.cells import label_cells
 from kvx.aggregate.read.problems import Problem
-from kvx.aggregate.read.release_tables import release_tables
 from kvx.aggregate.read.rows import with_ids
 from kvx.aggregate.read.sources import CONTROL_SUFFIX, MANIFEST, Batch, Source, stem
 from kvx.aggregate.read.validation import Validated, cross_check, validate_batch
-from kvx.aggregate.tpbench.budgets import tpbench_gap_tables
-from kvx.aggregate.tpbench.paper_tables import paper_tables
-from kvx.aggregate.tpbench.probes import tpbench_rows, tpbench_tables
 from kvx.aggregate.workers import cpus, forked, imap
 
 PROBLEM_COLUMNS = ["check", "severity", "run", "key", "message"]
-
-
-@dataclass
-class Options:
-    n_splits: int = 5000  # ragscale: row splits for excess flips
-    n_boot: int = 2000  # bootstrap draws for every interval
-    seed: int = 20260821  # ragscale's primary analysis seed
-    pairs: list[tuple[str, str]] = field(default_factory=list)  # declared reader upgrades a -> b
-    #: evidence swaps audited like compressors: raw = condition a's answers, compressed = b's
-    swaps: list[tuple[str, str]] = field(default_factory=list)
-    families: dict[str, str] = field(default_factory=dict)  # reader -> model family, over the records'
-    export: Path | None = None  # also write every batch as a record directory
-    progress: bool = True
-    workers: int | None = None  # processes reading batches and drawing figures (None: every CPU)
-    cases: int = 1  # KVDiagnosis paired cases (Figure 8 / Table 15) per task and category
-    case_sources: list[str] = field(default_factory=list)  # sources whose C→W rows are shown as cases too
-    onset_drop: float = DEFAULT_THRESHOLD  # the absolute drop of an answer metric that marks its onset
-    # reader-upgrade audit sensitivities (ragscale A.5, B.1): the defaults are the paper's
-    min_gap: float = 0.05  # raw upgrade an endpoint ratio and an excess-flip pair need
-    mcnemar_filter: bool = False  # excess flips only on McNemar-separated pairs (binary scores)
-    ties: str = "not-reversal"  # a scoring-half tie: not a reversal, "exclude"d, or an "adverse" raw reversal
-    interval: str = "family-row"  # endpoint retention interval: "family-row" (re-selected) or "row" (fixed)
-
-    retention_alert: float = RETENTION_ALERT  # ragscale: retention below it labels an upgrade attenuated
-    slice_by: list[str] | None = None  # row hints the audit is sliced by (None: a scores file's hint columns)
-    min_slice_rows: int = MIN_SLICE_ROWS  # ragscale: a slice value with fewer rows is not reported
-    null_draws: int = 200  # ragscale A.6: draws of each order-preserving null
-    null_splits: int = 250  # ragscale A.6: row splits each null draw is replayed over
-
-    def audit_settings(self) -> AuditSettings:
-        return AuditSettings(self.min_gap, self.mcnemar_filter, self.ties, self.interval)
 
 
 @dataclass
@@ -158,35 +101,6 @@ class Export:
         (self.root / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
 
 
-def audit_controls(options: Options) -> AuditControls:
-    """The audit controls (ragscale A.6-A.7) with this run's splits, seed and null counts."""
-    return AuditControls(
-        options.n_splits, options.seed, options.null_draws, options.null_splits, options.min_gap
-    )
-
-
-def audit_tables(
-    frame: pd.DataFrame,
-    audited: AuditTables,
-    controls: AuditControls,
-    options: Options,
-    slice_by: list[str],
-) -> tuple[dict[str, pd.DataFrame], list[Problem]]:
-    """Every audit table of records or a scores file, once the panels are audited: the audit's own,
-    ragscale's outcome labels on its pairs, the controls (A.6-A.7), kvx's predictive audit (after
-    B.7), the draw ranges (Table 16, when draws exist), slices by ``slice_by`` and changed answers."""
-    pairs = with_outcomes(audited.pairs, options.retention_alert)
-    tables = audited.tables() | {"audit_pairs": pairs}
-    tables |= controls.tables()
-    tables |= predictive_audit(audited.readers, audited.panel, options.n_boot, options.seed)
-    draws = audit_draws(frame, pairs, audited.panel)
-    if not draws.empty:
-        tables["audit_draws"] = draws
-    slices, found = audit_slices(frame, pairs, slice_by, options.min_slice_rows, options.min_gap)
-    tables |= {"audit_slices": slices, "audit_changed": audit_changed(frame, pairs)}
-    return tables, audited.problems + found
-
-
 def validate(
     source: Source, options: Options, while_reading: Callable[[], object] | None = None
 ) -> tuple[pd.DataFrame, Validated, list[str]]:
@@ -216,80 +130,128 @@ def validate(
     return cross_check(rows, validated, source), validated, keys
 
 
+def select(catalogue: Catalogue, only: Iterable[str] = (), skip: Iterable[str] = ()) -> list[str]:
+    """The tables to build, in report order: every table, or those ``only`` names, less those ``skip``
+    names; a name is a table, a section or a family (the entry point that declares tables)."""
+    chosen = catalogue.table_names()
+    groups: dict[str, list[str]] = {}
+    for producer in catalogue.tables():
+        for group in (producer.family, producer.section or ""):
+            groups.setdefault(group, []).extend(producer.names)
+
+    def named(asked: Iterable[str], flag: str) -> set[str]:
+        found: set[str] = set()
+        for name in asked:
+            if name not in chosen and name not in groups:
+                near = difflib.get_close_matches(name, [*chosen, *groups], n=1)
+                hint = f"; did you mean {near[0]!r}?" if near else "; --list lists them"
+                raise ValueError(f"{flag} {name!r} is not a table, section or family{hint}")
+            found.update([name] if name in chosen else groups[name])
+        return found
+
+    kept = named(only, "--only") if only else set(chosen)
+    dropped = named(skip, "--skip")
+    return [name for name in chosen if name in kept and name not in dropped]
+
+
+def listing(catalogue: Catalogue) -> str:
+    """Every table as ``--list`` prints it: name, section, family and the figures drawn from it."""
+    lines = []
+    for name in catalogue.table_names():
+        producer = catalogue.producer(name)
+        figures = ", ".join(f.key for f in catalogue.figures_of(name))
+        where = f"{producer.section}  [{producer.family}]"  # type: ignore[union-attr]
+        lines.append(f"{name:<28} {where}" + (f"  figures: {figures}" if figures else ""))
+    return "\n".join(lines) + "\n"
+
+
+class Resolver:
+    """Builds what a table needs by name, each once, in dependency order; tables marked ``background``
+    start in a forked process at once and are collected when reached."""
+
+    def __init__(self, catalogue: Catalogue, given: dict[str, Any], workers: int) -> None:
+        self.catalogue = catalogue
+        self.values = dict(given)
+        self.workers = workers
+        self.started: dict[int, Callable[[], Any]] = {}  # id(producer) -> the forked result
+
+    def start(self, producer: Producer) -> None:
+        args = [self.value(need) for need in producer.needs]
+        self.started[id(producer)] = forked(self.workers, producer.build, *args)
+
+    def value(self, name: str) -> Any:
+        if name in self.values:
+            return self.values[name]
+        producer = self.catalogue.producer(name)
+        if producer is None:  # the catalogue checked every need: only an input absent here
+            raise KeyError(f"aggregate: nothing gives {name!r} here")
+        waiting = self.started.pop(id(producer), None)
+        if waiting is not None:
+            built = waiting()
+        else:
+            built = producer.build(*(self.value(need) for need in producer.needs))
+        if producer.many:
+            self.values.update({each: (built or {}).get(each) for each in producer.names})
+        else:
+            self.values[name] = built
+        return self.values[name]
+
+
+def build_tables(
+    catalogue: Catalogue,
+    names: list[str],
+    given: dict[str, Any],
+    workers: int,
+    on_table: Callable[[str, pd.DataFrame], None] | None = None,
+    analysed: bool = True,
+) -> dict[str, pd.DataFrame]:
+    """Each table of ``names`` that applies (its builder gave a frame), in order: those marked ``early``
+    first (their figures take longest), ``on_table`` told of each as soon as it exists. Without analysed
+    rows only the tables marked ``on_empty`` are built."""
+    producers = {name: catalogue.producer(name) for name in names}
+    runnable = [n for n in names if analysed or producers[n].on_empty]  # type: ignore[union-attr]
+    order = sorted(runnable, key=lambda n: not producers[n].early)  # type: ignore[union-attr]
+    resolver = Resolver(catalogue, given, workers)
+    for name in order:
+        producer = producers[name]
+        if producer.background and id(producer) not in resolver.started:  # type: ignore[union-attr]
+            resolver.start(producer)  # type: ignore[arg-type]
+    tables: dict[str, pd.DataFrame] = {}
+    for name in order:
+        frame = resolver.value(name)
+        if frame is not None:
+            tables[name] = frame
+            if on_table is not None:
+                on_table(name, frame)
+    return tables
+
+
 def analyse(
     source: Source,
     options: Options,
     on_table: Callable[[str, pd.DataFrame], None] | None = None,
     while_reading: Callable[[], object] | None = None,
+    catalogue: Catalogue | None = None,
 ) -> Result:
-    """Validate every batch (in ``options.workers`` processes), then analyse; ``on_table`` is told of each
-    table as soon as it exists, so its figures can be drawn while the next tables are computed, and
-    ``while_reading`` runs once the workers are reading (work that can overlap them)."""
+    """Validate every batch (in ``options.workers`` processes), then build every table of the catalogue
+    (or those ``options.only``/``options.skip`` select); ``on_table`` is told of each table as soon as
+    it exists, so its figures can be drawn while the next tables are built, and ``while_reading`` runs
+    once the workers are reading (work that can overlap them)."""
+    catalogue = catalogue or load()
+    names = select(catalogue, options.only, options.skip)  # a wrong name fails before any record is read
     rows, validated, keys = validate(source, options, while_reading)
-    metrics = validated.metrics()
-    tables: dict[str, pd.DataFrame] = {}
-
-    def put(name: str, frame: pd.DataFrame) -> None:
-        tables[name] = frame
-        if on_table is not None:
-            on_table(name, frame)
-
-    if not rows.empty:
-        # the bootstraps of the separation table take seconds: computed on another CPU meanwhile
-        separated = forked(options.workers or cpus(), separation, rows, metrics, options.n_boot, options.seed)
-        put("matched", matched(rows, metrics))  # first: its one small-multiples figure takes longest
-        by_cell = matrix(rows)
-        put("matrix", with_varying(by_cell, rows, validated.cells, keys))
-        if judge_names(rows):  # each judge against the task's scorer: confusion table and Cohen's kappa
-            put("judge_agreement", agreement(rows))
-        cost = costs(rows, by_cell)
-        put("costs", with_varying(cost, rows, validated.cells, keys))
-        put("frontier", frontier(cost))
-        put("failures", failures(rows, metrics))
-        put("categories", categories(rows))
-        for name, frame in kvdiagnosis_tables(rows, validated.cells, metrics).items():
-            put(name, frame)  # KVDiagnosis's per-workload views: Tables 3, 12, 16, Figures 4A, 5, 7, 10
-        put("separation", separated())
-        put("intervention", intervention(rows, options.n_boot, options.seed))
-        put("intervention_cohort", intervention_cohort(rows, options.n_boot, options.seed))
-        paired = paired_answers(rows)  # each answer metric (Score.metrics) paired source by source
-        put("contrast", contrast(rows, paired, validated.contrasts))
-        put("contrast_by_ratio", contrast_by_ratio(rows, paired, validated.contrasts))  # paper Figure 1
-        put("onset", onset(rows, paired, options.onset_drop, options.n_boot, options.seed))
-        tp = tpbench_rows(rows, validated.cells)  # the TPBench answers, labelled once for every table
-        tpbench = tpbench_tables(tp, options.n_boot, options.seed)
-        for name, frame in tpbench.items():
-            put(name, frame)  # none without TPBench records
-        for name, frame in paper_tables(tp).items():
-            put(name, frame)  # Tables 7, 9, 10, 15, 23 and §6.3: each only when its probe or method ran
-        for name, frame in tpbench_gap_tables(tp, tpbench).items():
-            put(name, frame)  # §6.1.2 crossover, Table 8 gaps, Appendix B token scaling
-        release = release_tables(source)  # KVDiagnosis release tables next to imported records
-        source.notes.extend(release.notes)
-        views = kvdiagnosis_release_tables(rows, release, options.cases, options.case_sources)
-        for name, frame in views.items():
-            put(name, frame)  # Figures 8, 9B, 12; Tables 5, 13-15
-        audit_rows = [rows]
-        for before, after in options.swaps:
-            swap, found = swapped(rows, before, after)
-            audit_rows.append(swap)
-            validated.problems.extend(found)
-        audit_frame = with_families(pd.concat(audit_rows, ignore_index=True), options.families)
-        controls = audit_controls(options)
-        audited = audit(
-            audit_frame,
-            options.pairs,
-            options.n_splits,
-            options.n_boot,
-            options.seed,
-            options.audit_settings(),
-            controls.visit,
-        )
-        audit_out, found = audit_tables(audit_frame, audited, controls, options, options.slice_by or [])
-        for name, frame in audit_out.items():
-            put(name, frame)
-        validated.problems.extend(found)
-    if validated.unknown:
-        put("provenance", validated.provenance())
+    given = {
+        "rows": rows,
+        "cells": validated.cells,
+        "metrics": validated.metrics(),
+        "varying": keys,
+        "contrasts": validated.contrasts,
+        "validated": validated,
+        "source": source,
+        "options": options,
+        "problems": validated.problems,
+    }
+    workers = options.workers or cpus()
+    tables = build_tables(catalogue, names, given, workers, on_table, analysed=not rows.empty)
     tables["problems"] = pd.DataFrame([p.as_dict() for p in validated.problems], columns=PROBLEM_COLUMNS)
     return Result(tables, validated.problems, validated.n_records, len(rows))

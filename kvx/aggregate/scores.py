@@ -26,7 +26,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from kvx.aggregate.catalogue import Catalogue, load
+from kvx.aggregate.options import Options
 from kvx.aggregate.ragscale.audit import AuditTables, Visit, audit, metrics, with_families
+from kvx.aggregate.ragscale.controls import AuditControls
+from kvx.aggregate.ragscale.settings import from_options
+from kvx.aggregate.ragscale.tables import AuditRun
 from kvx.aggregate.read.problems import Problem
 from kvx.aggregate.read.ragscale_scores import (
     RagscaleScores,
@@ -36,7 +41,7 @@ from kvx.aggregate.read.ragscale_scores import (
     read_manifest,
 )
 from kvx.aggregate.read.sources import Source
-from kvx.aggregate.run import PROBLEM_COLUMNS, Options, Result, audit_controls, audit_tables
+from kvx.aggregate.run import PROBLEM_COLUMNS, Result, build_tables, select
 from kvx.core.jsonl import JsonLineError, json_lines
 from kvx.core.records import SUPPORTED
 
@@ -187,7 +192,7 @@ def _audit_by_metric(rows: pd.DataFrame, order: list[str], options: Options, vis
                 options.n_splits,
                 options.n_boot,
                 seed,
-                options.audit_settings(),
+                from_options(options),
                 visit,
             )
         )
@@ -207,11 +212,21 @@ def _audit_by_metric(rows: pd.DataFrame, order: list[str], options: Options, vis
     )
 
 
-def audit_scores(paths: list[Path], options: Options, manifests: list[Path] | None = None) -> Result:
-    """The reader-upgrade audit of precomputed scores, as ``analyse`` returns it for records, with each
-    comparison's outcome, its slices by row hint and its changed answers. A ragscale file
+def audit_scores(
+    paths: list[Path],
+    options: Options,
+    manifests: list[Path] | None = None,
+    catalogue: Catalogue | None = None,
+) -> Result:
+    """The reader-upgrade audit of precomputed scores, as ``analyse`` returns it for records: the
+    ragscale family's tables (``kvx.aggregate.ragscale.tables``) on the scores' audit, so each comparison
+    has its outcome, slices by row hint and changed answers. A ragscale file
     (``kvx.aggregate.read.ragscale_scores``) also declares its current -> candidate pair, names its hint
     fields and is checked against each ``manifests`` artifact manifest."""
+    catalogue = catalogue or load()
+    names = [
+        n for n in select(catalogue, options.only, options.skip) if catalogue.producer(n).family == "ragscale"
+    ]  # type: ignore[union-attr]
     listed = [read_manifest(path) for path in manifests or []]
     parts, problems, order, hints = [], [], [], []
     pairs = list(options.pairs)
@@ -231,11 +246,15 @@ def audit_scores(paths: list[Path], options: Options, manifests: list[Path] | No
             pairs.append(ragscale.comparison)
     rows = pd.concat(parts, ignore_index=True).sort_values(["task", "evidence", "reader", "row_id"])
     rows = with_families(rows.reset_index(drop=True), options.families)
-    declared = replace(options, pairs=pairs)
-    controls = audit_controls(options)
-    audited = _audit_by_metric(rows, order, declared, controls.visit)
-    fields = options.slice_by if options.slice_by is not None else list(dict.fromkeys(hints))
-    tables, found = audit_tables(rows, audited, controls, options, fields)
-    problems += found
+    controls = AuditControls.from_options(options)
+    audited = _audit_by_metric(rows, order, replace(options, pairs=pairs), controls.visit)
+    given = {
+        "audit_frame": rows,
+        "audit_run": AuditRun(audited, controls),
+        "slice_fields": options.slice_by if options.slice_by is not None else list(dict.fromkeys(hints)),
+        "options": options,
+        "problems": problems,
+    }
+    tables = build_tables(catalogue, names, given, options.workers or 1)
     tables["problems"] = pd.DataFrame([p.as_dict() for p in problems], columns=PROBLEM_COLUMNS)
     return Result(tables, problems, len(rows), len(rows))

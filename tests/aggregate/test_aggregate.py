@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 
 from kvx.aggregate.__main__ import main
+from kvx.aggregate.options import Options
 from kvx.aggregate.read.sources import MlflowSource
-from kvx.aggregate.run import Options, analyse
+from kvx.aggregate.run import analyse
 from kvx.core.records import dumps, validate
 from kvx.testing.crafted import FAST, cov, panel, problems, rec, run, write
 from kvx.testing.synthetic import Grid, cell_records, controls, log_sweep
@@ -364,7 +365,7 @@ def test_the_figures_of_a_tiny_aggregate_draw_without_a_warning(
     the long compressor labels of a text transform beside the presses (constrained layout collapsed the
     Jaccard panel to nothing there, warning): every figure is drawn in this process (one worker), so a
     matplotlib warning fails the test."""
-    from kvx.aggregate.publish.kvdiagnosis_plots import FIGURES
+    from kvx.aggregate.catalogue import load
     from kvx.aggregate.publish.plots import plot_all
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -374,7 +375,7 @@ def test_the_figures_of_a_tiny_aggregate_draw_without_a_warning(
         for column in {"compressor", "compressor_a", "compressor_b"} & set(frame.columns):
             long = frame[column].astype(str) != "FullCache"
             frame.loc[long, column] = frame.loc[long, column].astype(str) + suffix
-    figures = plot_all(tables, tmp_path / "out", workers=1, extra=FIGURES)
+    figures = plot_all(tables, tmp_path / "out", load(figures=True).figures, workers=1)
     assert sum(map(len, figures.values())) >= 4  # heatmaps, frontier, Jaccard, KVDiagnosis tiers
 
 

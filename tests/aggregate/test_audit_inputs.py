@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 
 from kvx.aggregate.__main__ import main
+from kvx.aggregate.options import Options
 from kvx.aggregate.ragscale.audit import audit
 from kvx.aggregate.ragscale.swap import swapped
-from kvx.aggregate.run import Options
 from kvx.aggregate.scores import audit_scores, read_scores
-from kvx.aggregate.stats.estimators import eiv_bootstrap
+from kvx.aggregate.stats.eiv import eiv_bootstrap
 
 FAST = Options(n_splits=200, n_boot=200, seed=1, progress=False)
 PANEL = {  # raw means 0.1 / 0.5 / 0.9; compressed 0.5 / 0.6 / 0.6 (test_aggregate's hand-computed panel)

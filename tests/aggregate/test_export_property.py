@@ -22,8 +22,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from mlflow.tracking import MlflowClient
 
+from kvx.aggregate.options import Options
 from kvx.aggregate.read.sources import DirectorySource, MlflowSource
-from kvx.aggregate.run import Options, validate
+from kvx.aggregate.run import validate
 from kvx.core.records import Answer
 from kvx.stores import tracking
 from kvx.testing.synthetic import log_cell, log_controls, ratio_record

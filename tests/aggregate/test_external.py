@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 
 from kvx.aggregate.__main__ import main
+from kvx.aggregate.options import Options
 from kvx.aggregate.publish.plots import category_bars
 from kvx.aggregate.read.sources import DirectorySource
-from kvx.aggregate.run import Options, analyse
+from kvx.aggregate.run import analyse
 from kvx.core.records import dumps, validate
 from kvx.diagnostics.categories import categorize
 from kvx.testing.crafted import FAST, UNKNOWN, cov, external, rec, write_gz

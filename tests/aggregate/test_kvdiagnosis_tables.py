@@ -10,11 +10,13 @@ import pandas as pd
 import pytest
 
 from kvx.aggregate.__main__ import main
+from kvx.aggregate.catalogue import load
 from kvx.aggregate.kvdiagnosis.workloads import method_of, task_group, tier_of, workload
-from kvx.aggregate.publish.kvdiagnosis_plots import FIGURES
+from kvx.aggregate.options import Options
+from kvx.aggregate.publish import kvdiagnosis_plots
 from kvx.aggregate.publish.plots import plot_all
 from kvx.aggregate.read.sources import DirectorySource
-from kvx.aggregate.run import Options, analyse
+from kvx.aggregate.run import analyse
 from kvx.core.identity import digest
 from kvx.core.records import Answer, Record, dumps, validate
 from kvx.testing.synthetic import RISK
@@ -348,11 +350,10 @@ def test_table16_modal_category_per_cell(tables: dict[str, pd.DataFrame]) -> Non
 
 @pytest.mark.slow
 def test_every_figure_is_drawn(tables: dict[str, pd.DataFrame], tmp_path: Path) -> None:
-    mine = {
-        name: tables[name] for name, _ in FIGURES.values()
-    }  # the other tables' figures are tested elsewhere
-    figures = plot_all(mine, tmp_path, workers=1, extra=FIGURES)
-    names = {key: sorted(p.name for p in figures[key]) for key in FIGURES}
+    declared = [f for f in load(figures=True).figures if f.draw.__module__ == kvdiagnosis_plots.__name__]
+    mine = {f.table: tables[f.table] for f in declared}  # the other tables' figures are tested elsewhere
+    figures = plot_all(mine, tmp_path, declared, workers=1)
+    names = {f.key: sorted(p.name for p in figures.get(f.key, [])) for f in declared}
     assert names["kvd_tier_heatmap"] == ["kvd-tier-rate_r.png"]
     assert len(names["kvd_tier_bars"]) == 3  # RULER-8K, RULER-4K, Qasper
     # a task-by-method view needs two or more tasks: RULER-8K only

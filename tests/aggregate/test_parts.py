@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from kvx.aggregate.options import Options
 from kvx.aggregate.read.sources import DirectorySource
-from kvx.aggregate.run import Options, analyse
+from kvx.aggregate.run import analyse
 from kvx.core.records import dumps
 from kvx.testing.crafted import PARALLEL, SERIAL, external, one_file, rec, write_gz
 

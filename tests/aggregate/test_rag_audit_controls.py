@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from kvx.aggregate.__main__ import main
-from kvx.aggregate.ragscale.controls import TABLES
+from kvx.aggregate.options import Options
 from kvx.aggregate.ragscale.nulls import (
     both_half_reversals,
     independent_uniform,
@@ -20,9 +20,8 @@ from kvx.aggregate.ragscale.nulls import (
     row_exchangeable,
     transition_homogeneity,
 )
-from kvx.aggregate.ragscale.predictive import clustered_interval, loco_errors, predictive_audit, spacing
+from kvx.aggregate.ragscale.predictive import loco_errors, predictive_audit, spacing
 from kvx.aggregate.ragscale.resolution import (
-    mcnemar_cutoffs,
     resolution_cost,
     resolution_retention,
     token_cost,
@@ -30,11 +29,12 @@ from kvx.aggregate.ragscale.resolution import (
 from kvx.aggregate.ragscale.screen import choose_triplet, validate_screen
 from kvx.aggregate.ragscale.splits import replay
 from kvx.aggregate.read.sources import DirectorySource
-from kvx.aggregate.run import Options, analyse
-from kvx.aggregate.stats.estimators import excess_flips, pair_mcnemar
-from kvx.aggregate.stats.resampling import split_halves
+from kvx.aggregate.run import analyse
+from kvx.aggregate.stats.paired_tests import exact_mcnemar, mcnemar_cutoffs, pair_mcnemar
+from kvx.aggregate.stats.releases import split_halves
+from kvx.aggregate.stats.resampling import cluster_interval
+from kvx.aggregate.stats.upgrades import excess_flips
 from kvx.core.records import Answer, dumps, validate
-from kvx.diagnostics.stats import exact_mcnemar
 from kvx.testing.synthetic import ratio_record
 
 # three readers, four rows; the selection half is rows 0 and 1
@@ -285,7 +285,7 @@ def test_leave_one_cell_out_errors_by_hand() -> None:
     # class dispersion never uses the held-out cell: cell 0 -> cell 1 (same class), cell 2 -> all others
     _, _, held = loco_errors(excess, spacings, np.array([1.0, 2.0, 4.0]), np.array(["a", "a", "b"]))
     assert held == pytest.approx([2.0, 1.0, 1.5])
-    assert clustered_interval(np.array([0.5, 0.5]), np.array(["t", "t"]), 20, 0) == (0.5, 0.5)
+    assert cluster_interval(np.array([0.5, 0.5]), np.array(["t", "t"]), 20, 0, draw="indices") == (0.5, 0.5)
 
 
 def test_predictive_audit_tables() -> None:
@@ -400,7 +400,8 @@ def test_records_through_the_aggregate_carry_served_prompt_tokens(tmp_path: Path
     (tmp_path / "cell.jsonl").write_text(dumps(records))
     options = Options(n_splits=20, n_boot=20, seed=1, progress=False, workers=1, null_draws=4, null_splits=5)
     tables = analyse(DirectorySource([tmp_path]), options).tables
-    for name in (*TABLES, "audit_predictive", "audit_predictive_cells"):
+    controls = ("audit_nulls", "audit_transitions", "audit_resolution", "audit_screen")
+    for name in (*controls, "audit_predictive", "audit_predictive_cells"):
         assert name in tables
     resolution = tables["audit_resolution"].set_index("metric")
     assert resolution.loc["correct", "token_ratio"] == pytest.approx(0.25)

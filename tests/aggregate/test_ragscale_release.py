@@ -22,10 +22,11 @@ import pandas as pd
 import pytest
 
 from kvx.aggregate.__main__ import main
+from kvx.aggregate.options import Options
 from kvx.aggregate.ragscale.outcomes import RELEASE_LABELS, outcome
-from kvx.aggregate.run import Options
 from kvx.aggregate.scores import audit_scores
-from kvx.aggregate.stats.estimators import retention, upgrade_interval
+from kvx.aggregate.stats.releases import upgrade_interval
+from kvx.aggregate.stats.upgrades import retention
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "ragscale_openrouter_hotpotqa"
 RELEASE_URL = (

@@ -18,10 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kvx.aggregate.options import Options
 from kvx.aggregate.read.rows import _text_hash
 from kvx.aggregate.read.sources import DirectorySource
 from kvx.aggregate.read.validation import Validated
-from kvx.aggregate.run import Options, validate
+from kvx.aggregate.run import validate
 from kvx.core.records import Answer, Record, dumps
 from kvx.stores.spool import Spool
 from kvx.testing.synthetic import controls, ratio_record

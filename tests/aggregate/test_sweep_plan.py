@@ -10,9 +10,10 @@ from pathlib import Path
 import pandas as pd
 from mlflow.tracking import MlflowClient
 
+from kvx.aggregate.options import Options
 from kvx.aggregate.read import sources
 from kvx.aggregate.read.sources import DirectorySource, MlflowSource
-from kvx.aggregate.run import Options, analyse
+from kvx.aggregate.run import analyse
 from kvx.stores import tracking
 from kvx.testing.synthetic import Grid, cell_records, log_cell, log_controls, log_sweep
 

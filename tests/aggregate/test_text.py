@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 
 from kvx.aggregate.kvdiagnosis.demand import _profile
+from kvx.aggregate.options import Options
 from kvx.aggregate.read import text
 from kvx.aggregate.read.rows import _text_hash
 from kvx.aggregate.read.validation import _compact, _shared
-from kvx.aggregate.run import Options
-from kvx.aggregate.tpbench.probes import cluster_interval
+from kvx.aggregate.stats.resampling import cluster_interval
 from kvx.core.records import dumps
 from kvx.testing.crafted import panel, rec, run, write
 from kvx.testing.synthetic import controls

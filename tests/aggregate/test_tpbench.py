@@ -13,9 +13,22 @@ from kvx.aggregate.__main__ import main
 from kvx.aggregate.read.rows import project
 from kvx.aggregate.read.sources import DirectorySource
 from kvx.aggregate.run import analyse
-from kvx.aggregate.tpbench.probes import TABLES, cluster_interval, tpbench_rows
+from kvx.aggregate.stats.resampling import cluster_interval
+from kvx.aggregate.tpbench.probes import tpbench_rows
 from kvx.testing.cli import SOLO_LEASE, run_kvx
 from kvx.testing.tpbench import FAST, record, row, tables, write
+
+#: the per-probe tables
+TABLES = (
+    "tpbench_p1",
+    "tpbench_p2",
+    "tpbench_p3",
+    "tpbench_rankings",
+    "tpbench_spearman",
+    "tpbench_rank_change",
+    "tpbench_retention",
+    "tpbench_deletion",
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,14 +10,15 @@ import pandas as pd
 import pytest
 
 from kvx.aggregate.__main__ import main
+from kvx.aggregate.stats.releases import seed_weighted_interval
 from kvx.aggregate.tpbench.budgets import (
     RELEASE_BOOT_SEED,
     RELEASE_N_BOOT,
-    TABLES,
     crossover_alpha,
-    seed_weighted_interval,
 )
 from kvx.testing.tpbench import record, row, tables, write
+
+TABLES = ("tpbench_crossover", "tpbench_gap", "tpbench_tokens")
 
 # ------------------------------------------------------------------------------------ crossover
 

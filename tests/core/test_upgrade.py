@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from kvx.aggregate.read.sources import DirectorySource
-from kvx.aggregate.run import Options, analyse
+from kvx.aggregate.options import Options
+from kvx.aggregate.run import analyse
 from kvx.core.records import SCHEMA_VERSION, Answer, dumps, validate
 from kvx.core.upgrade import UNKNOWN_IN_1, upgrade
 from kvx.testing.synthetic import Grid, as_schema1, cells, controls

@@ -3,7 +3,7 @@ and answer metric, the first setting, in increasing compression, at which the me
 falls below its FullCache mean by at least a threshold.
 
 The drop is paired: FullCache minus compressed mean over the cell's supported sources where both answers
-carry the metric, with a bootstrap interval resampling those sources (``stats.mean_interval``). Settings
+carry the metric, with a bootstrap interval resampling those sources (``mean_interval``). Settings
 are ordered by their ratio (the share of the cache removed), else by 1 - their median retained share;
 a setting with neither, or without paired answers, is not scanned and is named in ``skipped``. When no
 scanned setting reaches the threshold the onset is "none" and ``reason`` says why.
@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from kvx.aggregate.kvexec.answer_metrics import cell_table, missing_reason, task_metrics
-from kvx.aggregate.stats.estimators import mean_interval
+from kvx.aggregate.options import ONSET_DROP
+from kvx.aggregate.stats.resampling import mean_interval
 from kvx.core.records import CELL
 
 COLUMNS = [
@@ -41,7 +42,6 @@ COLUMNS = [
 NONE = "none"
 #: a drop this close below the threshold reaches it: 1.0 - 0.9 is a drop of 0.1 however the floats round
 TOLERANCE = 1e-9
-DEFAULT_THRESHOLD = 0.10
 
 
 def check_threshold(threshold: float, name: str = "onset threshold") -> None:
@@ -59,7 +59,7 @@ def _order(cells: pd.DataFrame) -> pd.Series:
 def onset(
     rows: pd.DataFrame,
     paired: pd.DataFrame,
-    threshold: float = DEFAULT_THRESHOLD,
+    threshold: float = ONSET_DROP,
     n_boot: int = 2000,
     seed: int = 0,
 ) -> pd.DataFrame:

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kvx.aggregate.catalogue import figure
 from kvx.aggregate.kvdiagnosis.workloads import TIERS
 from kvx.aggregate.paired.matrix import NO_DIAGNOSTICS
 from kvx.aggregate.publish.plots import (
@@ -37,7 +38,6 @@ from kvx.aggregate.publish.plots import (
 )
 
 __all__ = [
-    "FIGURES",
     "category_dots",
     "settings_profile",
     "task_bars",
@@ -59,6 +59,7 @@ def _tier_rate(row: pd.Series) -> CellValue:
     return (np.nan, f"N/A\n{counts}") if _missing(value) else (100 * value, f"{100 * value:.1f}\n{counts}")
 
 
+@figure("kvd_tier_heatmap", "kvd_tiers")
 def tier_heatmap(tiers: pd.DataFrame, out: Path) -> list[Path]:
     """Figure 4A per reader: rows workloads, columns the three tiers, C→W / FullCache-correct supported
     pairs pooled over the tier's cells (ThinK at 25% adds to neither)."""
@@ -79,6 +80,7 @@ def tier_heatmap(tiers: pd.DataFrame, out: Path) -> list[Path]:
     return paths
 
 
+@figure("kvd_tier_bars", "kvd_tiers")
 def tier_bars(tiers: pd.DataFrame, out: Path) -> list[Path]:
     """Figure 10 (left) per workload and reader: C→W rows of each method at each tier. A tier where the
     method has no supported record is marked N/A, not drawn as 0; cells in no tier are counted in the
@@ -141,6 +143,7 @@ def _with_tasks(frame: pd.DataFrame) -> list[tuple[tuple[str, ...], pd.DataFrame
     return [(k, g) for k, g in _groups(frame, ["workload", "reader"]) if g["task"].nunique() > 1]
 
 
+@figure("kvd_task_heatmap", "kvd_task_failures")
 def task_heatmap(task_failures: pd.DataFrame, out: Path) -> list[Path]:
     """Figure 5 per workload and reader with two or more tasks: C→W rows by task (numbered variants
     pooled) and method over all settings: composition counts, not difficulty."""
@@ -159,6 +162,7 @@ def task_heatmap(task_failures: pd.DataFrame, out: Path) -> list[Path]:
     return paths
 
 
+@figure("kvd_task_bars", "kvd_task_failures")
 def task_bars(task_failures: pd.DataFrame, out: Path) -> list[Path]:
     """Figure 10 (right) per workload and reader with two or more tasks: C→W rows per task, every
     method and setting pooled."""
@@ -180,6 +184,7 @@ def task_bars(task_failures: pd.DataFrame, out: Path) -> list[Path]:
     return paths
 
 
+@figure("kvd_category_dots", "kvd_workload_categories")
 def category_dots(workload_categories: pd.DataFrame, out: Path) -> list[Path]:
     """Figure 7 per reader: each category's share of a workload's C→W rows, one marker per workload,
     labelled with its row count; the same category's points joined. Workloads without any categorized
@@ -256,6 +261,7 @@ def _profile_cell(column: str) -> Callable[[pd.Series], CellValue]:
     return cell
 
 
+@figure("kvd_settings_profile", "kvd_demand_settings")  # Figure 11
 def settings_profile(settings: pd.DataFrame, out: Path) -> list[Path]:
     """Figure 11 per task: Table 14 (``kvd_demand_settings``) as six panels, ERR, ECov, ΔNLL, KL, Top-50
     and EAR means of the cell's C→W rows by method and setting (their row counts are in the table).
@@ -294,14 +300,3 @@ def settings_profile(settings: pd.DataFrame, out: Path) -> list[Path]:
         fig.suptitle(f"C→W diagnostics by method and setting (Table 14) · {task}", fontsize=10)
         paths.append(_save(fig, out / f"{_slug('kvd-settings-profile', task)}.png"))
     return paths
-
-
-#: figure key -> (table it draws, function): drawn only when that table exists
-FIGURES: dict[str, tuple[str, Callable[[pd.DataFrame, Path], list[Path]]]] = {
-    "kvd_tier_heatmap": ("kvd_tiers", tier_heatmap),
-    "kvd_tier_bars": ("kvd_tiers", tier_bars),
-    "kvd_task_heatmap": ("kvd_task_failures", task_heatmap),
-    "kvd_task_bars": ("kvd_task_failures", task_bars),
-    "kvd_category_dots": ("kvd_workload_categories", category_dots),
-    "kvd_settings_profile": ("kvd_demand_settings", settings_profile),  # Figure 11
-}

@@ -11,6 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from kvx.aggregate.catalogue import figure
 from kvx.aggregate.publish.canvas import save_png
 
 LOW_COVERAGE = 0.5  # Table 4's low mapped-coverage threshold, dashed in Figure 9B
@@ -34,6 +35,7 @@ def _settings(labels: pd.Series) -> list[str]:
     return numeric + [s for s in seen if s not in numeric]
 
 
+@figure("kvd_demand_profile", "kvd_demand_profile")  # KVDiagnosis Figure 12
 def demand_profile_plot(profile: pd.DataFrame, out: Path) -> list[Path]:
     """Figure 12: left, the share of labelled C→W rows at each value of the five task-template labels;
     right, the distribution of the distribution and access demand scores."""
@@ -66,6 +68,7 @@ def demand_profile_plot(profile: pd.DataFrame, out: Path) -> list[Path]:
     return [_save(fig, out / "kvd_demand_profile.png")]
 
 
+@figure("kvd_slot_ecov", "kvd_slot_ecov_cells")  # KVDiagnosis Figure 9B
 def slot_ecov_plot(cells: pd.DataFrame, out: Path) -> list[Path]:
     """Figure 9B: mean slot ECov of each compressor's mapped C→W rows, one panel per setting, one bar per
     reader; dashed: the low-coverage threshold."""

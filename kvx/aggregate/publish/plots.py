@@ -24,9 +24,10 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Rectangle
 from matplotlib.textpath import TextPath
 
+from kvx.aggregate.catalogue import Figure as Declared
+from kvx.aggregate.catalogue import figure
 from kvx.aggregate.publish import kept_figures
 from kvx.aggregate.publish.canvas import save_png
-from kvx.aggregate.publish.kvdiagnosis_release_plots import demand_profile_plot, slot_ecov_plot
 from kvx.aggregate.workers import can_fork, cpus, pool
 from kvx.core.records import CELL, PANEL_METRIC, TASK_READER
 from kvx.diagnostics.categories import CATEGORIES
@@ -73,6 +74,7 @@ def order_settings(labels: Iterable[object]) -> list[str]:
     return sorted(numeric, key=lambda s: _as_float(s) or 0.0) + other
 
 
+@figure("heatmaps", "matrix", split=("task", "reader"))
 def heatmaps(matrix: pd.DataFrame, out: Path) -> list[Path]:
     """Figure 3 per task (pooled included) x reader: (A) mean task score, (B) C→W rate.
 
@@ -101,6 +103,7 @@ def heatmaps(matrix: pd.DataFrame, out: Path) -> list[Path]:
     return paths
 
 
+@figure("jaccard_heatmap", "matched", split=("reader",))
 def jaccard_heatmap(matched: pd.DataFrame, out: Path) -> list[Path]:
     """Figure 4B per reader, as small multiples: one panel per task (pooled last), rows compressor pairs,
     columns settings, one shared color scale. One figure instead of one per pair keeps dozens of pairs
@@ -136,6 +139,7 @@ def jaccard_heatmap(matched: pd.DataFrame, out: Path) -> list[Path]:
     return paths
 
 
+@figure("category_bars", "categories")
 def category_bars(categories: pd.DataFrame, out: Path) -> list[Path]:
     """Table 4 as stacked shares per compressor@setting, one figure per task x reader.
 
@@ -164,6 +168,7 @@ def category_bars(categories: pd.DataFrame, out: Path) -> list[Path]:
     return paths
 
 
+@figure("forest_plot", "separation")
 def forest_plot(separation: pd.DataFrame, out: Path) -> list[Path]:
     """Figure 6: stratified AUROC per diagnostic with its 95% interval against the 0.5 baseline."""
     if separation.empty:
@@ -184,6 +189,7 @@ def forest_plot(separation: pd.DataFrame, out: Path) -> list[Path]:
     return [_save(fig, out / "forest_separation.png")]
 
 
+@figure("reader_scaling", "audit_readers", split=("task", "evidence", "compressor", "setting", "metric"))
 def reader_scaling(audit_readers: pd.DataFrame, out: Path) -> list[Path]:
     """ragscale Figure 2 per task x evidence x compressor x setting x metric: raw vs compressed score.
 
@@ -205,6 +211,7 @@ def reader_scaling(audit_readers: pd.DataFrame, out: Path) -> list[Path]:
     return paths
 
 
+@figure("contrast_plot", "contrast", split=("task", "reader", "anchor", "structural"))
 def contrast_plot(contrast: pd.DataFrame, out: Path) -> list[Path]:
     """kv-exec-bench's contrast per task x reader x pair: the share of its FullCache value each
     metric keeps across settings, string anchor dashed next to its structural metric solid.
@@ -237,6 +244,7 @@ def contrast_plot(contrast: pd.DataFrame, out: Path) -> list[Path]:
     return paths
 
 
+@figure("contrast_ratio_plot", "contrast_by_ratio", split=("task", "reader"))  # kv-exec-bench Figure 1
 def contrast_ratio_plot(by_ratio: pd.DataFrame, out: Path) -> list[Path]:
     """kv-exec-bench Figure 1 per task x reader: the share of its FullCache value each anchor (dashed)
     and structural metric (solid) keeps, averaged over the compressors at each ratio, one line each; the
@@ -282,6 +290,7 @@ _FRONTIER_PANELS = (
 )
 
 
+@figure("frontier_plot", "frontier", split=("task", "reader"))
 def frontier_plot(frontier: pd.DataFrame, out: Path) -> list[Path]:
     """Accuracy and C→W rate against the measured KV bytes ratio, one figure per task x reader: each
     compressor one color and marker, its settings labelled points, FullCache a star at 1. The Pareto
@@ -347,6 +356,7 @@ _RANK_COLUMNS = (
 )
 
 
+@figure("tpbench_rank_change", "tpbench_rank_change")
 def tpbench_rank_change(ranks: pd.DataFrame, out: Path) -> list[Path]:
     """TPBench Figure 2 per reader x budget, one panel per corpus: each method's rank under P1-strict,
     P1-loose and P2-strict (1 = best at the top, ties averaged), among the methods both probes share.
@@ -396,47 +406,15 @@ def _rank_lines(ax: Axes, panel: pd.DataFrame, colors: Mapping[str, str]) -> Non
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, frameon=False)
 
 
-#: figure key -> (the table it draws, the function drawing it)
-Plots = Mapping[str, tuple[str, Callable[[pd.DataFrame, Path], list[Path]]]]
-PLOTS: dict[str, tuple[str, Callable[[pd.DataFrame, Path], list[Path]]]] = {
-    "heatmaps": ("matrix", heatmaps),
-    "jaccard_heatmap": ("matched", jaccard_heatmap),
-    "category_bars": ("categories", category_bars),
-    "forest_plot": ("separation", forest_plot),
-    "frontier_plot": ("frontier", frontier_plot),
-    "reader_scaling": ("audit_readers", reader_scaling),
-    "contrast_plot": ("contrast", contrast_plot),
-    "contrast_ratio_plot": ("contrast_by_ratio", contrast_ratio_plot),  # kv-exec-bench Figure 1
-}
-#: figures of one benchmark's analyses, drawn only when the analysis produced their frame
-OPTIONAL_PLOTS: dict[str, tuple[str, Callable[[pd.DataFrame, Path], list[Path]]]] = {
-    "tpbench_rank_change": ("tpbench_rank_change", tpbench_rank_change),
-    "kvd_demand_profile": ("kvd_demand_profile", demand_profile_plot),  # KVDiagnosis Figure 12
-    "kvd_slot_ecov": ("kvd_slot_ecov_cells", slot_ecov_plot),  # KVDiagnosis Figure 9B
-}
-
-
-#: the columns a figure function draws one figure per group of: its frame is split on them, so the
-#: figures can be drawn in parallel processes (functions not named here draw from their whole frame)
-SPLIT: dict[str, list[str]] = {
-    "heatmaps": ["task", "reader"],
-    "frontier_plot": ["task", "reader"],
-    "jaccard_heatmap": ["reader"],
-    "reader_scaling": ["task", "evidence", "compressor", "setting", "metric"],
-    "contrast_plot": ["task", "reader", "anchor", "structural"],
-    "contrast_ratio_plot": ["task", "reader"],
-}
 Job = tuple[Callable[[pd.DataFrame, Path], list[Path]], pd.DataFrame, Path, Path | None]
 
 
 def plot_all(
-    tables: Mapping[str, pd.DataFrame], out: Path, workers: int | None = None, extra: Plots | None = None
+    tables: Mapping[str, pd.DataFrame], out: Path, declared: Sequence[Declared], workers: int | None = None
 ) -> dict[str, list[Path]]:
-    """Every figure the report embeds, keyed as ``report.write_html`` expects; absent frames plot nothing
-    (and an optional figure whose frame is absent has no key). Figures are drawn by ``workers`` processes
-    (default: the CPUs this process may use); ``extra`` adds optional figures drawn by other modules
-    with this one's helpers (which therefore cannot be imported here)."""
-    drawer = Drawer(out, workers, extra)
+    """Every ``declared`` figure whose table is in ``tables``, by figure key, drawn by ``workers``
+    processes (default: the CPUs this process may use)."""
+    drawer = Drawer(out, declared, workers)
     for name, frame in tables.items():
         drawer.add(name, frame)
     return drawer.figures()
@@ -447,31 +425,30 @@ class Drawer:
     ``analyse``'s ``on_table``), so drawing, most of an aggregate's time, overlaps the analysis."""
 
     def __init__(
-        self, out: Path, workers: int | None = None, extra: Plots | None = None, kept: Path | None = None
+        self, out: Path, declared: Sequence[Declared], workers: int | None = None, kept: Path | None = None
     ) -> None:
         self.out = out
         self.kept = kept  # the cache of figures already drawn for the same tables (``kept_figures``)
-        self.plots = PLOTS | OPTIONAL_PLOTS | dict(extra or {})
+        self.declared = declared
         workers = cpus() if workers is None else workers
         self.executor = pool(workers) if can_fork(workers) else None
         self.drawn: dict[str, list[Any]] = {}  # figure key -> futures (path lists when drawn here)
 
     def add(self, name: str, frame: pd.DataFrame) -> None:
-        for key, (table, plot) in self.plots.items():
-            if table != name:
+        for fig in self.declared:
+            if fig.table != name:
                 continue
-            for part in _parts(frame, SPLIT.get(key)):
-                job: Job = (plot, part, self.out, self.kept)
+            for part in _parts(frame, fig.split):
+                job: Job = (fig.draw, part, self.out, self.kept)
                 if self.executor is None or part.empty:
-                    self.drawn.setdefault(key, []).append(_draw_one(job))
+                    self.drawn.setdefault(fig.key, []).append(_draw_one(job))
                 else:
-                    self.drawn.setdefault(key, []).append(self.executor.submit(_draw_one, job))
+                    self.drawn.setdefault(fig.key, []).append(self.executor.submit(_draw_one, job))
 
     def figures(self) -> dict[str, list[Path]]:
-        """Every figure, keyed as ``report.write_html`` expects: each key of ``PLOTS`` (empty when its
-        table never came) and each optional one whose table came."""
+        """Every figure drawn, by figure key (a key whose table never came is absent)."""
         try:
-            figures: dict[str, list[Path]] = {key: [] for key in PLOTS}
+            figures: dict[str, list[Path]] = {}
             for key, results in self.drawn.items():
                 for result in results:
                     figures.setdefault(key, []).extend(
@@ -488,9 +465,9 @@ class Drawer:
             self.executor.shutdown(wait=False, cancel_futures=True)
 
 
-def _parts(frame: pd.DataFrame, keys: list[str] | None) -> list[pd.DataFrame]:
+def _parts(frame: pd.DataFrame, keys: Sequence[str]) -> list[pd.DataFrame]:
     """The frame split into one part per figure, in the order the function itself would draw them."""
-    keys = [k for k in keys or [] if k in frame]
+    keys = [k for k in keys if k in frame]
     if frame.empty or not keys:
         return [frame]
     ordered = _tasks_pooled_last(frame) if "task" in keys else frame

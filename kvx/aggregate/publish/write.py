@@ -9,6 +9,7 @@ from dataclasses import asdict
 from importlib.metadata import version
 from pathlib import Path
 
+from kvx.aggregate import catalogue
 from kvx.aggregate.read.sources import Source
 from kvx.aggregate.run import Options, Result
 
@@ -31,10 +32,9 @@ def publish(
     write_tables(result.tables, out)
     figures: dict[str, list[Path]] = plots if isinstance(plots, dict) else {}
     if plots is True:
-        from kvx.aggregate.publish.kvdiagnosis_plots import FIGURES
         from kvx.aggregate.publish.plots import plot_all
 
-        figures = plot_all(result.tables, out, options.workers, FIGURES)
+        figures = plot_all(result.tables, out, catalogue.load(figures=True).figures, options.workers)
     write_section_markdown(result.tables, figures, out)
     errors = sum(p.severity == "error" for p in result.problems)
     meta = {

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from kvx.aggregate.options import Options
 from kvx.aggregate.ragscale.audit_rows import Panel
 from kvx.aggregate.ragscale.nulls import Spread, both_half_reversals, null_replay, transition_homogeneity
 from kvx.aggregate.ragscale.resolution import resolution_cost, resolution_retention, token_cost
@@ -143,6 +144,11 @@ class AuditControls:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
         if self.min_gap <= 0:
             raise ValueError(f"min_gap must be positive, got {self.min_gap}")
+
+    @classmethod
+    def from_options(cls, options: Options) -> AuditControls:
+        """The controls (ragscale A.6-A.7) with the aggregate's splits, seed, null counts and gap."""
+        return cls(options.n_splits, options.seed, options.null_draws, options.null_splits, options.min_gap)
 
     def visit(self, panel: Panel, group: pd.DataFrame) -> None:
         """Add one audited panel (``group``: its audit rows)."""

@@ -19,13 +19,12 @@ import math
 import numpy as np
 import pandas as pd
 
+from kvx.aggregate.options import MIN_SLICE_ROWS, RETENTION_ALERT
 from kvx.aggregate.ragscale.audit import metrics
 from kvx.aggregate.read.problems import Problem
 from kvx.core.records import PANEL, SUPPORTED
 
 MINIMUM_GAP = 0.05  # ragscale run.minimum_raw_gap default: the raw upgrade retention needs
-RETENTION_ALERT = 0.75  # ragscale run.retention_alert_threshold default
-MIN_SLICE_ROWS = 10  # ragscale dataset.minimum_slice_rows default
 CHANGED_SHOWN = 10  # the release reports the first 10 changed examples (``_changed_examples`` limit)
 
 NOT_SEPARATED, REVERSED, ATTENUATED, PRESERVED = "not separated", "reversed", "attenuated", "preserved"

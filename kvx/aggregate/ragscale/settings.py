@@ -9,13 +9,10 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from kvx.aggregate.stats.estimators import TIE_RULES
+from kvx.aggregate.options import INTERVALS, TIE_RULES, Options
 
-__all__ = ["INTERVALS", "MCNEMAR_ALPHA", "TIE_RULES", "AuditSettings"]
+__all__ = ["INTERVALS", "MCNEMAR_ALPHA", "TIE_RULES", "AuditSettings", "from_options"]
 
-#: the endpoint retention interval: family-by-row draws re-selecting the endpoints (Tables 2-3), or
-#: a row bootstrap of the fixed full-sample pair
-INTERVALS = ("family-row", "row")
 #: A.5: the EM sensitivity's exact two-sided McNemar test on the selection half, at p < .05
 MCNEMAR_ALPHA = 0.05
 
@@ -48,3 +45,9 @@ class AuditSettings:
         if not self.mcnemar:
             return "off"
         return f"p<{MCNEMAR_ALPHA:g}" if binary else "not applicable: non-binary scores (unfiltered)"
+
+
+def from_options(options: Options) -> AuditSettings:
+    """The settings the aggregate's options say: ``--min-gap``, ``--mcnemar-filter``, ``--ties``,
+    ``--interval``."""
+    return AuditSettings(options.min_gap, options.mcnemar_filter, options.ties, options.interval)
