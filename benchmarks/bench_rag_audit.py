@@ -43,7 +43,8 @@ def scores(readers: int, rows: int) -> tuple[pd.DataFrame, np.ndarray, np.ndarra
 def estimators(raw: np.ndarray, comp: np.ndarray, families: list[str], boot: int, splits: int) -> None:
     from kvx.aggregate.ragscale.eiv import disjoint_rows, eiv_extra
     from kvx.aggregate.ragscale.endpoints import endpoint_bootstrap, held_out_endpoints, swap_difference
-    from kvx.aggregate.stats.estimators import eiv_bootstrap, excess_flips
+    from kvx.aggregate.stats.eiv import eiv_bootstrap
+    from kvx.aggregate.stats.upgrades import excess_flips
 
     timed = {
         "endpoint_bootstrap (Tables 2-3)": lambda: endpoint_bootstrap(raw, comp, families, boot, 1),

@@ -16,7 +16,7 @@ from kvx.aggregate.kvexec.contrast import contrast_by_ratio
 from kvx.aggregate.kvexec.onset import NONE, onset
 from kvx.aggregate.read.sources import Batch
 from kvx.aggregate.read.validation import Validated, _check_counts
-from kvx.aggregate.stats.estimators import mean_interval, paired_bootstrap_difference
+from kvx.aggregate.stats.resampling import mean_interval, paired_bootstrap_difference
 from kvx.core.records import cell_metrics
 from kvx.tasks.code_exec import CodeExec
 from kvx.tasks.tool_call import ToolCall

@@ -13,7 +13,7 @@ import pytest
 from kvx.aggregate.__main__ import main
 from kvx.aggregate.publish.report import write_html
 from kvx.aggregate.ragscale.audit import audit, metrics
-from kvx.aggregate.ragscale.eiv import corrected_moments, disjoint_rows, eiv_extra
+from kvx.aggregate.ragscale.eiv import disjoint_rows, eiv_extra
 from kvx.aggregate.ragscale.endpoints import (
     endpoint_bootstrap,
     held_out_endpoints,
@@ -23,14 +23,9 @@ from kvx.aggregate.ragscale.endpoints import (
 from kvx.aggregate.ragscale.score_changes import score_changes
 from kvx.aggregate.ragscale.settings import AuditSettings
 from kvx.aggregate.ragscale.swap import swapped
-from kvx.aggregate.stats.estimators import (
-    _corrected,
-    eiv_bootstrap,
-    eiv_correlation,
-    excess_flips,
-    rescue_damage,
-)
-from kvx.aggregate.stats.resampling import family_row_draws
+from kvx.aggregate.stats.eiv import corrected_moments, eiv_bootstrap, eiv_correlation
+from kvx.aggregate.stats.releases import family_row_draws
+from kvx.aggregate.stats.upgrades import excess_flips, rescue_damage
 
 # constant rows: every row resample is the panel itself, so only the families drawn change a draw
 RAW_MEANS, COMP_MEANS = [0.1, 0.5, 0.9], [0.5, 0.6, 0.6]  # readers A, B, C (test_aggregate's panel)
@@ -199,7 +194,8 @@ def test_headroom_is_the_eiv_of_scaled_gains_and_draws_are_eiv_bootstraps() -> N
     # a draw's counts give the M* of the copied panel it describes
     rows, readers = next(family_row_draws(50, families, 3, seed=9))
     cols, members = np.repeat(np.arange(50), rows[1]), np.repeat(np.arange(6), readers[1])
-    copied = _corrected(raw[members][:, cols][None], gain[members][:, cols][None])
+    ones_rows, ones_readers = np.ones((1, cols.size)), np.ones((1, members.size))
+    copied = corrected_moments(raw[members][:, cols], gain[members][:, cols], ones_rows, ones_readers)
     assert corrected_moments(raw, gain, rows[1:2], readers[1:2]) == pytest.approx(copied, abs=1e-15)
     # and, same seed, the same draws as eiv_bootstrap
     boot = eiv_bootstrap(raw, gain, n_boot=200, seed=9, families=families)
@@ -360,10 +356,10 @@ def test_a_panel_reports_every_new_column(tmp_path) -> None:
 
 
 def test_draws_kept_for_the_next_interval_are_the_fresh_draws(monkeypatch) -> None:
-    from kvx.aggregate.stats import resampling
+    from kvx.aggregate.stats import releases
 
     kept = [rows.copy() for rows, _ in family_row_draws(10, ["a", "b"], 600, 3)]
-    monkeypatch.setattr(resampling, "KEPT_CELLS", 10)  # too large to keep: drawn afresh
+    monkeypatch.setattr(releases, "KEPT_CELLS", 10)  # too large to keep: drawn afresh
     fresh = [rows for rows, _ in family_row_draws(10, ["a", "b"], 600, 3)]
     assert len(kept) == len(fresh) == 2 and all((k == f).all() for k, f in zip(kept, fresh, strict=True))
     assert all(rows.sum(axis=1).tolist() == [10] * len(rows) for rows in fresh)

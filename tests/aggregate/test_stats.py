@@ -8,24 +8,19 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest, rankdata
 
-from kvx.aggregate.stats.estimators import (
-    _mann_whitney_u,
-    auroc,
-    eiv_bootstrap,
-    eiv_correlation,
+from kvx.aggregate.stats.eiv import eiv_bootstrap, eiv_correlation
+from kvx.aggregate.stats.overlap import jaccard
+from kvx.aggregate.stats.paired_tests import exact_mcnemar, pair_mcnemar
+from kvx.aggregate.stats.ranks import auroc, mann_whitney_u, stratified_auroc
+from kvx.aggregate.stats.releases import upgrade_interval
+from kvx.aggregate.stats.resampling import paired_bootstrap_difference, stratified_auroc_interval
+from kvx.aggregate.stats.upgrades import (
     endpoints,
     excess_flips,
-    jaccard,
-    pair_mcnemar,
-    paired_bootstrap_difference,
     rescue_damage,
     rescue_damage_per_reader,
     retention,
-    stratified_auroc,
-    stratified_auroc_interval,
-    upgrade_interval,
 )
-from kvx.diagnostics.stats import exact_mcnemar
 
 # ----------------------------------------------------------------------------- AUROC
 
@@ -52,7 +47,7 @@ def test_mann_whitney_u_equals_midrank_u_exactly() -> None:
     rng = np.random.default_rng(7)
     pos, neg = rng.integers(0, 30, 401).astype(float) / 7, rng.integers(0, 30, 1203).astype(float) / 7
     ranks = rankdata(np.concatenate([pos, neg]))
-    assert _mann_whitney_u(pos, neg) == float(ranks[: pos.size].sum() - pos.size * (pos.size + 1) / 2)
+    assert mann_whitney_u(pos, neg) == float(ranks[: pos.size].sum() - pos.size * (pos.size + 1) / 2)
 
 
 def test_auroc_empty_class_is_undefined() -> None:

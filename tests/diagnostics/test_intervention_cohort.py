@@ -13,7 +13,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from kvx.aggregate.kvdiagnosis.intervention_cohort import COLUMNS, intervention_cohort, matched_controls
-from kvx.aggregate.stats.estimators import paired_bootstrap_difference
+from kvx.aggregate.stats.resampling import paired_bootstrap_difference
 from kvx.cli.preflight import diagnostic_label, diagnostics_of
 from kvx.core.conf import conf_dir
 from kvx.core.errors import ConfigError

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kvx.aggregate.stats.estimators import pair_mcnemar, paired_bootstrap_difference
+from kvx.aggregate.stats.paired_tests import pair_mcnemar
+from kvx.aggregate.stats.resampling import paired_bootstrap_difference
 from kvx.core.records import CC, CELL, CW, SUPPORTED
 
 #: what ``repairs`` and ``degradations`` return, in the tables' order

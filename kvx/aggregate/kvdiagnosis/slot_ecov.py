@@ -14,6 +14,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
+from kvx.aggregate.stats.ranks import spearman
 from kvx.core.records import CW
 
 MAPPED = ("measured", "projected")
@@ -61,8 +62,6 @@ def slot_ecov_rank(cells: pd.DataFrame) -> pd.DataFrame:
             reason = "one reader's cell means are all equal: no ranking"
             out.append({**row, "rho": np.nan, "p": np.nan, "status": "not_applicable", "reason": reason})
             continue
-        from scipy.stats import spearmanr  # slow to import: only when two readers share cells
-
-        result = spearmanr(shared[a], shared[b])
-        out.append({**row, "rho": float(result[0]), "p": float(result[1]), "status": "ok", "reason": ""})
+        rho, p = spearman(shared[a], shared[b])
+        out.append({**row, "rho": rho, "p": p, "status": "ok", "reason": ""})
     return pd.DataFrame(out)

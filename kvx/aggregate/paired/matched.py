@@ -14,7 +14,7 @@ import pandas as pd
 
 from kvx.aggregate.paired.matrix import failure_rows
 from kvx.aggregate.read.rows import Metric
-from kvx.aggregate.stats.estimators import jaccard
+from kvx.aggregate.stats.overlap import jaccard
 from kvx.core.records import SUPPORTED, TASK_READER
 
 GROUP = [*TASK_READER, "setting"]

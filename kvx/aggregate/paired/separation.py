@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from kvx.aggregate.read.rows import Metric
-from kvx.aggregate.stats.estimators import stratified_auroc, stratified_auroc_interval
+from kvx.aggregate.stats.ranks import stratified_auroc
+from kvx.aggregate.stats.resampling import stratified_auroc_interval
 from kvx.core.records import CC, CELL, CW, SUPPORTED
 
 COLUMNS = ["metric", "direction", "auroc", "ci_low", "ci_high", "n_strata", "n_cw", "n_cc"]

@@ -41,16 +41,15 @@ from kvx.aggregate.ragscale.endpoints import endpoint_bootstrap, interval_label
 from kvx.aggregate.ragscale.score_changes import score_changes
 from kvx.aggregate.ragscale.settings import MCNEMAR_ALPHA, AuditSettings
 from kvx.aggregate.read.problems import Problem
-from kvx.aggregate.stats.estimators import (
-    eiv_bootstrap,
-    eiv_correlation,
+from kvx.aggregate.stats.eiv import eiv_bootstrap, eiv_correlation
+from kvx.aggregate.stats.paired_tests import pair_mcnemar
+from kvx.aggregate.stats.releases import upgrade_interval
+from kvx.aggregate.stats.upgrades import (
     endpoints,
     excess_flips,
-    pair_mcnemar,
     rescue_damage,
     rescue_damage_per_reader,
     retention,
-    upgrade_interval,
 )
 from kvx.core.records import PANEL, SUPPORTED
 

@@ -7,10 +7,9 @@
 - the disjoint-row diagnostic: raw means on one row half, gain means on the other, so the two share
   no row noise and a plain cross-reader Pearson correlation needs no correction.
 
-The bootstrap works on draw counts (:mod:`kvx.aggregate.stats.resampling`), so a draw with a reader
-twice and rows repeated is one weighted sum, not a copied panel: M* of a draw equals
-:func:`kvx.aggregate.stats.estimators.eiv_correlation` of the panel the draw describes, and with the
-same seed the draws are :func:`~kvx.aggregate.stats.estimators.eiv_bootstrap`'s.
+Each estimate is the one M* (:func:`kvx.aggregate.stats.eiv.corrected_moments`) over the family-by-row
+draws (:func:`kvx.aggregate.stats.releases.family_row_draws`), so with the same seed every draw is
+:func:`~kvx.aggregate.stats.eiv.eiv_bootstrap`'s.
 """
 
 from __future__ import annotations
@@ -20,12 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvx.aggregate.stats.resampling import family_row_draws, interval, split_halves
+from kvx.aggregate.stats.eiv import corrected_moments, correlations
+from kvx.aggregate.stats.intervals import percentile_interval
+from kvx.aggregate.stats.releases import family_row_draws, split_halves
 
 __all__ = [
     "DisjointRows",
     "EIVExtra",
-    "corrected_moments",
     "disjoint_rows",
     "eiv_extra",
     "headroom_scale",
@@ -36,48 +36,6 @@ def headroom_scale(raw_means: np.ndarray) -> np.ndarray:
     """1 / (1 - raw mean) per reader; NaN where a reader has no headroom (raw mean 1)."""
     with np.errstate(divide="ignore"):
         return np.where(raw_means < 1.0, 1.0 / (1.0 - raw_means), np.nan)
-
-
-def corrected_moments(
-    x: np.ndarray, y: np.ndarray, rows: np.ndarray, readers: np.ndarray, scale: np.ndarray | None = None
-) -> np.ndarray:
-    """M* (draws x 2 x 2) of raw ``x`` and gain ``y`` (readers x rows) for draws given as counts.
-
-    ``rows`` (draws x rows) and ``readers`` (draws x readers) count each row and reader in a draw;
-    ``scale`` (draws x readers) multiplies each reader's gains in that draw. Per draw, with m the
-    drawn readers and n the rows: M = covariance of the reader means over the m readers, and each
-    sampling moment tr(H Sigma) / (m - 1) with Sigma = A_c B_c^T / (n (n - 1)) (A.4), summed as
-    sum_r w_r (sum_i k_i a_ri b_ri - n a_r b_r) and sum_i k_i u_i v_i - n U V for the reader-weighted
-    row totals u, v (A.4's trace identity, without copying the drawn panel)."""
-    n = x.shape[1]
-    k, w = rows.astype(float), readers.astype(float)
-    s = np.ones_like(w) if scale is None else np.where(w > 0, scale, 0.0)
-    m = w.sum(axis=1)
-    means = {"x": k @ x.T / n, "y": s * (k @ y.T) / n}
-    cross = {
-        ("x", "x"): k @ (x * x).T,
-        ("y", "y"): s * s * (k @ (y * y).T),
-        ("x", "y"): s * (k @ (x * y).T),
-    }
-    totals = {"x": w @ x, "y": (w * s) @ y}  # draws x rows: the reader-weighted row totals
-    out = np.empty((k.shape[0], 2, 2))
-    index = {"x": 0, "y": 1}
-    with np.errstate(divide="ignore", invalid="ignore"):  # one drawn reader: no variance (counted)
-        centre = {v: (w * means[v]).sum(axis=1) / m for v in ("x", "y")}
-        for a, b in (("x", "x"), ("y", "y"), ("x", "y")):
-            spread = (w * (means[a] - centre[a][:, None]) * (means[b] - centre[b][:, None])).sum(axis=1)
-            trace = (w * (cross[a, b] - n * means[a] * means[b])).sum(axis=1)
-            total = (k * totals[a] * totals[b]).sum(axis=1) - n * (m * centre[a]) * (m * centre[b])
-            sampling = (trace - total / m) / (n * (n - 1) * (m - 1))
-            out[:, index[a], index[b]] = out[:, index[b], index[a]] = spread / (m - 1) - sampling
-    return out
-
-
-def _correlations(m: np.ndarray) -> np.ndarray:
-    m11, m22, m12 = m[:, 0, 0], m[:, 1, 1], m[:, 0, 1]
-    ok = (m11 > 0) & (m22 > 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(ok, m12 / np.sqrt(np.where(ok, m11 * m22, 1.0)), np.nan)
 
 
 def _slopes(m: np.ndarray) -> np.ndarray:
@@ -121,11 +79,11 @@ def eiv_extra(
     for rows, readers in family_row_draws(n, families, n_boot, seed):
         slopes.append(_slopes(corrected_moments(x, gain, rows, readers)))
         scale = headroom_scale(rows @ x.T / n)  # NaN for a drawn reader without headroom: NaN draw
-        heads.append(_correlations(corrected_moments(x, gain, rows, readers, scale)))
+        heads.append(correlations(corrected_moments(x, gain, rows, readers, scale)))
     slope, head = np.concatenate(slopes), np.concatenate(heads)
-    head_point = _correlations(point_h)[0]
-    s_low, s_high = interval(slope[np.isfinite(slope)])
-    h_low, h_high = interval(np.clip(head[np.isfinite(head)], -1.0, 1.0))
+    head_point = correlations(point_h)[0]
+    s_low, s_high = percentile_interval(slope[np.isfinite(slope)])
+    h_low, h_high = percentile_interval(np.clip(head[np.isfinite(head)], -1.0, 1.0))
     return EIVExtra(
         slope=_value(_slopes(point)[0]),
         slope_low=s_low,
@@ -164,7 +122,7 @@ def disjoint_rows(raw: np.ndarray, comp: np.ndarray, n_splits: int = 5000, seed:
             values.append(np.where(denom > 0, (a * b).sum(axis=0) / denom, np.nan))
     r = np.concatenate(values)
     finite = r[np.isfinite(r)]
-    low, high = interval(finite)
+    low, high = percentile_interval(finite)
     return DisjointRows(
         median=float(np.median(finite)) if finite.size else None,
         low=low,

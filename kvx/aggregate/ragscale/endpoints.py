@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvx.aggregate.stats.resampling import family_row_draws, interval, spans_families, split_halves
+from kvx.aggregate.stats.intervals import percentile_interval
+from kvx.aggregate.stats.releases import family_row_draws, spans_families, split_halves
 
 __all__ = [
     "EndpointBootstrap",
@@ -90,7 +91,7 @@ def endpoint_bootstrap(
 ) -> EndpointBootstrap:
     """Family-by-row bootstrap of the endpoint upgrade, re-selecting the endpoints inside each draw.
 
-    A draw resamples families and rows (:func:`~kvx.aggregate.stats.resampling.family_row_draws`),
+    A draw resamples families and rows (:func:`~kvx.aggregate.stats.releases.family_row_draws`),
     then picks the lowest and highest raw reader among the readers it holds, on its rows. A reader
     drawn twice (its family drawn twice) is one candidate: its copies have the same mean, so the
     extremes are the same readers and only distinct readers can pair; a draw holding one distinct
@@ -108,9 +109,9 @@ def endpoint_bootstrap(
     up_raw, up_comp = np.concatenate(ups_raw), np.concatenate(ups_comp)
     defined = up_raw >= min_gap
     return EndpointBootstrap(
-        raw=interval(up_raw),
-        comp=interval(up_comp),
-        retention=interval(up_comp[defined] / up_raw[defined]),
+        raw=percentile_interval(up_raw),
+        comp=percentile_interval(up_comp),
+        retention=percentile_interval(up_comp[defined] / up_raw[defined]),
         n_undefined=int((~defined).sum()),
         n_draws=int(up_raw.size),
         label=interval_label(families),
@@ -165,7 +166,7 @@ def held_out_endpoints(
             paired = low != high
             pairs.update(zip(low[paired].tolist(), high[paired].tolist(), strict=True))
     values = np.concatenate(ratios)
-    low_q, high_q = interval(values)
+    low_q, high_q = percentile_interval(values)
     modal = min(pairs.items(), key=lambda item: (-item[1], item[0])) if pairs else None
     return HeldOutEndpoints(
         retention=float(np.median(values)) if values.size else None,
@@ -250,7 +251,7 @@ def swap_difference(
         up_swap = (_at(sums_swap, hi) - _at(sums_swap, lo)) / n
         up_comp = (_at(sums_comp, hi) - _at(sums_comp, lo)) / n
         diffs.append((up_swap[ok] - up_comp[ok]) / up[ok])
-    d_low, d_high = interval(np.concatenate(diffs))
+    d_low, d_high = percentile_interval(np.concatenate(diffs))
     return SwapDifference(
         swap_retention=ret_swap,
         comp_retention=ret_comp,

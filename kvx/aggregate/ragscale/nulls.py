@@ -1,6 +1,6 @@
 """Order-preserving nulls, both-half reversals and transition homogeneity (ragscale A.6, Table 5).
 
-Pure numpy/scipy over (readers x rows) raw and compressed score matrices. Undefined values are
+Pure numpy over (readers x rows) raw and compressed score matrices. Undefined values are
 ``None`` with the reason beside them, never NaN or 0.
 """
 
@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import chi2_contingency
 
 from kvx.aggregate.ragscale.splits import replay
-from kvx.aggregate.stats.resampling import split_halves
+from kvx.aggregate.stats.contingency import chi2_homogeneity
+from kvx.aggregate.stats.intervals import percentile_interval
+from kvx.aggregate.stats.releases import split_halves
 
 #: cells (draws x pairs x splits) of the null draws replayed together, to bound memory
 _CHUNK_CELLS = 1 << 19
@@ -34,8 +35,8 @@ def spread(values: np.ndarray) -> Spread:
     v = v[np.isfinite(v)]
     if v.size == 0:
         return Spread(None, None, None, 0)
-    low, high = np.percentile(v, [2.5, 97.5])
-    return Spread(float(np.median(v)), float(low), float(high), int(v.size))
+    low, high = percentile_interval(v)
+    return Spread(float(np.median(v)), low, high, int(v.size))
 
 
 @dataclass(frozen=True)
@@ -192,8 +193,7 @@ def _homogeneity(
         return None, None, None, f"{what}: fewer than 2 readers with eligible cells"
     if (table.sum(axis=0) == 0).any():
         return None, None, None, f"{what}: every reader has the same outcome on every eligible cell"
-    result = chi2_contingency(table, correction=False)
-    return float(result.statistic), int(result.dof), float(result.pvalue), ""
+    return (*chi2_homogeneity(table), "")
 
 
 def _sd(rates: list[float | None]) -> float | None:

@@ -14,7 +14,8 @@ paper gives their formulas, so this is kvx's own, well-defined version (docs/rag
   cells of the same metric (every training cell's index uses its class dispersion without the
   held-out cell too) and evaluated on the held-out cell by absolute error;
 * the interval of the mean error difference (index - baseline) resamples tasks (benchmarks) with
-  replacement: a task-clustered percentile bootstrap.
+  replacement: a task-clustered percentile bootstrap
+  (:func:`kvx.aggregate.stats.resampling.cluster_interval`, tasks drawn as indices in sorted order).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from kvx.aggregate.stats.resampling import cluster_interval
 from kvx.core.records import PANEL_METRIC
 
 CELL_COLUMNS = [
@@ -91,19 +93,6 @@ def loco_errors(
     return base, index, held_d
 
 
-def clustered_interval(diff: np.ndarray, clusters: np.ndarray, n_boot: int, seed: int) -> tuple[float, float]:
-    """2.5-97.5 percentiles of the mean of ``diff`` when whole clusters are resampled."""
-    labels = np.unique(clusters)
-    groups = [diff[clusters == g] for g in labels]
-    rng = np.random.default_rng(seed)
-    means = []
-    for _ in range(n_boot):
-        picked = np.concatenate([groups[i] for i in rng.integers(0, len(groups), len(groups))])
-        means.append(picked.mean())
-    low, high = np.percentile(means, [2.5, 97.5])
-    return float(low), float(high)
-
-
 def predictive_audit(
     readers: pd.DataFrame, panel: pd.DataFrame, n_boot: int, seed: int
 ) -> dict[str, pd.DataFrame]:
@@ -149,7 +138,9 @@ def predictive_audit(
             summary.append(out | {"status": "fewer than 2 cells with both predictions"})
             continue
         diff = index[ok] - base[ok]
-        low, high = clustered_interval(diff, group["task"].to_numpy()[ok], n_boot, seed)
+        tasks = group["task"].to_numpy()[ok]
+        order = np.argsort(tasks, kind="stable")  # tasks numbered in sorted order
+        low, high = cluster_interval(diff[order], tasks[order], n_boot, seed, draw="indices")
         summary.append(
             out
             | {

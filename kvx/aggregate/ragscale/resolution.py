@@ -8,37 +8,13 @@ Pure numpy over (readers x rows) raw and compressed score matrices; undefined va
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
-from functools import lru_cache
-from math import comb
 
 import numpy as np
 
 from kvx.aggregate.ragscale.nulls import Spread, spread
 from kvx.aggregate.ragscale.splits import pair_index
-from kvx.aggregate.stats.resampling import split_halves
-
-
-@lru_cache(maxsize=32)
-def mcnemar_cutoffs(n_max: int, alpha: float) -> np.ndarray:
-    """``k[n]``: the largest min(b, c) with exact two-sided McNemar p < ``alpha`` for b + c = n
-    (-1: none). p = min(1, 2 P[Bin(n, 1/2) <= min(b, c)]), 1 at n = 0, with no continuity or
-    mid-p adjustment (ragscale A.5), computed with integers as ``exact_mcnemar`` does."""
-    out = np.full(n_max + 1, -1, dtype=np.int64)
-    for n in range(1, n_max + 1):
-        tail, k = 0, -1
-        for i in range(n // 2 + 1):
-            tail += comb(n, i)
-            if float(min(Fraction(1), Fraction(2 * tail, 2**n))) < alpha:
-                k = i
-            else:
-                break
-        out[n] = k
-    return out
-
-
-def _significant(b: np.ndarray, c: np.ndarray, cutoffs: np.ndarray) -> np.ndarray:
-    return np.minimum(b, c) <= cutoffs[(b + c).astype(np.int64)]
+from kvx.aggregate.stats.paired_tests import mcnemar_cutoffs, mcnemar_significant
+from kvx.aggregate.stats.releases import split_halves
 
 
 @dataclass(frozen=True)
@@ -70,7 +46,7 @@ def resolution_retention(
             sums, joint = panel @ select.T, both @ select.T
             b, c = sums[first] - joint, sums[second] - joint  # discordant counts, pairs x splits
             b, c = np.rint(b).astype(np.int64), np.rint(c).astype(np.int64)
-            verdicts.append((_significant(b, c, cutoffs), np.sign(c - b)))
+            verdicts.append((mcnemar_significant(b, c, cutoffs), np.sign(c - b)))
         (raw_sig, raw_dir), (comp_sig, comp_dir) = verdicts
         k = raw_sig.sum(axis=0)
         used = k > 0

@@ -5,7 +5,7 @@ Over all (reader, row) pairs, each pair's change is its compressed minus its raw
 mass is the mean of max(change, 0) and the negative mass the mean of min(change, 0), both over every
 pair (unchanged pairs count as 0), so positive + negative = the mean gain. For binary scores the
 positive mass is the rescue share; the negative mass is minus the damaged share of all pairs (Table 4's
-EM damage divides by raw-correct pairs instead: ``kvx.aggregate.stats.estimators.rescue_damage``).
+EM damage divides by raw-correct pairs instead: ``kvx.aggregate.stats.upgrades.rescue_damage``).
 """
 
 from __future__ import annotations

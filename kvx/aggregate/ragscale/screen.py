@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvx.aggregate.ragscale.splits import pair_index
-from kvx.aggregate.stats.resampling import split_halves
+from kvx.aggregate.stats.releases import split_halves
 
 
 def choose_triplet(means: np.ndarray, families: list[str]) -> tuple[int, int, int]:

@@ -1,100 +1,172 @@
-"""The draws every family-by-row interval of the audit shares (ragscale section 4, "Scores and uncertainty").
+"""kvx's own seeded resampling streams: paired row bootstraps, the stratified AUROC bootstrap and the
+cluster bootstrap. (The streams that follow a paper's release are in :mod:`.releases`.)
 
-A draw resamples rows (questions) with replacement and, when the panel spans several families,
-reader families with replacement too; a drawn family brings all of its readers, so a family drawn
-twice puts each of its readers in the draw twice. Draws are returned as counts, so estimators stay
-vectorized: ``rows[k, i]`` is how often row ``i`` is in draw ``k`` and ``readers[k, r]`` how often
-reader ``r`` is. Draw ``k`` calls ``rng.integers(0, n_rows, n_rows)`` and then, with families,
-``rng.integers(0, n_families, n_families)`` over the sorted family labels: the order
-:func:`kvx.aggregate.stats.estimators.eiv_bootstrap` draws in, so with the same seed every
-family-by-row interval of a panel (retention, EIV, slope, headroom) sees the same resamples.
-
-Row splits (:func:`split_halves`) are the release's: split ``k`` is the ``k``-th
-``rng.permutation(n_rows)``, its first ``n_rows // 2`` entries one half and the rest the other
-(ragscale ``replay.py``), the order :func:`~kvx.aggregate.stats.estimators.excess_flips` splits in.
+Every function takes ``seed`` and draws from ``np.random.default_rng(seed)`` in the order its
+docstring states, so an interval is reproducible from its inputs; intervals are
+:func:`~kvx.aggregate.stats.intervals.percentile_interval`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from functools import lru_cache
+import math
 
 import numpy as np
+import pandas as pd
 
-__all__ = ["CHUNK", "family_row_draws", "interval", "split_halves", "spans_families"]
+from kvx.aggregate.read import text
+from kvx.aggregate.stats.inputs import BLOCK_CELLS, check_bootstrap, finite, outcome_pair
+from kvx.aggregate.stats.intervals import percentile_interval
+from kvx.aggregate.stats.ranks import mixed_strata
 
-#: draws or splits per vectorized block (memory: CHUNK x rows floats per array)
-CHUNK = 512
+__all__ = [
+    "CLUSTER_DRAWS",
+    "cluster_interval",
+    "mean_interval",
+    "paired_bootstrap_difference",
+    "stratified_auroc_interval",
+]
 
-
-def spans_families(families: Sequence[str]) -> bool:
-    """Whether family resampling applies: with one family it is the identity and only rows are drawn."""
-    return len(set(families)) > 1
-
-
-def family_row_draws(
-    n_rows: int, families: Sequence[str], n_boot: int, seed: int
-) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Blocks of (row counts (draws x rows), reader counts (draws x readers)) for ``n_boot`` draws.
-
-    With a single family every reader is in every draw once (rows only). The blocks of the last
-    request up to ``KEPT_CELLS`` row counts are kept (read-only), so the several family-by-row
-    intervals of one panel draw once."""
-    if n_boot < 1:
-        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
-    if n_boot * n_rows > KEPT_CELLS:
-        yield from _draws.__wrapped__(n_rows, tuple(families), n_boot, seed)
-    else:
-        yield from _draws(n_rows, tuple(families), n_boot, seed)
+#: how :func:`cluster_interval` draws the clusters of a resample
+CLUSTER_DRAWS = ("multinomial", "indices")
 
 
-#: the largest draw set kept for the next interval: 64 MiB of int32 row counts (5,000 draws x 3,355 rows)
-KEPT_CELLS = 1 << 24
+# ----------------------------------------------------------------------------- paired rows (KVDiagnosis 5.3)
 
 
-@lru_cache(maxsize=1)
-def _draws(
-    n_rows: int, families: tuple[str, ...], n_boot: int, seed: int
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    labels = np.asarray(families)
-    rng = np.random.default_rng(seed)
-    by_family = spans_families(families)
-    names = sorted(set(families))
-    family_of = np.searchsorted(names, labels)  # each reader's family index
-    blocks = []
-    for start in range(0, n_boot, CHUNK):
-        size = min(CHUNK, n_boot - start)
-        rows = np.empty((size, n_rows), dtype=np.int32)
-        readers = np.ones((size, labels.size), dtype=np.int32)
-        for k in range(size):
-            rows[k] = np.bincount(rng.integers(0, n_rows, n_rows), minlength=n_rows)
-            if by_family:
-                drawn = np.bincount(rng.integers(0, len(names), len(names)), minlength=len(names))
-                readers[k] = drawn[family_of]
-        rows.flags.writeable = readers.flags.writeable = False
-        blocks.append((rows, readers))
-    return blocks
+def paired_bootstrap_difference(
+    x: np.ndarray, y: np.ndarray, n_boot: int = 2000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float, float]:
+    """(mean(x) - mean(y), low, high), resampling rows jointly so the pairing is kept.
+
+    Outcomes are binary, so a resample's difference depends only on how many rows it draws of
+    each kind (x - y in {-1, 0, 1}); drawing those counts from a multinomial is exactly row
+    resampling with replacement, in O(1) per draw: ``rng.multinomial(n, shares, size=n_boot)``.
+    """
+    xs, ys = outcome_pair(x, y)
+    if xs.size == 0:
+        raise ValueError("no rows: the paired difference is undefined")
+    check_bootstrap(n_boot, level)
+    d = xs.astype(int) - ys.astype(int)
+    shares = np.array([(d == -1).mean(), (d == 0).mean(), (d == 1).mean()])
+    counts = np.random.default_rng(seed).multinomial(d.size, shares, size=n_boot)
+    low, high = percentile_interval((counts[:, 2] - counts[:, 0]) / d.size, level)
+    return float(d.mean()), low, high
 
 
-def split_halves(n_rows: int, n_splits: int, seed: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Blocks of (first-half, second-half) 0/1 row masks (splits x rows), the release's split rule."""
-    if n_splits < 1:
-        raise ValueError(f"n_splits must be >= 1, got {n_splits}")
-    if n_rows < 2:
-        raise ValueError(f"need at least 2 rows to split, got {n_rows}")
-    rng = np.random.default_rng(seed)
-    half = n_rows // 2
-    for start in range(0, n_splits, CHUNK):
-        size = min(CHUNK, n_splits - start)
-        perms = np.stack([rng.permutation(n_rows) for _ in range(size)])
-        first = np.zeros((size, n_rows))
-        np.put_along_axis(first, perms[:, :half], 1.0, axis=1)
-        yield first, 1.0 - first
+def mean_interval(
+    values: np.ndarray, n_boot: int = 2000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float, float]:
+    """(mean, low, high) of ``values`` resampled with replacement: for paired data pass the per-row
+    differences, so the pairing is kept. A resample's mean depends only on how many rows it draws of
+    each distinct value; drawing those counts from a multinomial is exactly row resampling (the binary
+    case is :func:`paired_bootstrap_difference`'s draw, value for value)."""
+    arr = finite(values, "values", 1)
+    if arr.size == 0:
+        raise ValueError("no rows: the mean is undefined")
+    check_bootstrap(n_boot, level)
+    distinct, counts = np.unique(arr, return_counts=True)
+    draws = np.random.default_rng(seed).multinomial(arr.size, counts / arr.size, size=n_boot)
+    low, high = percentile_interval(draws @ distinct / arr.size, level)
+    return float(arr.mean()), low, high
 
 
-def interval(values: np.ndarray, level: float = 0.95) -> tuple[float | None, float | None]:
-    """Central percentile interval (2.5-97.5 at 0.95), (None, None) with no value."""
-    if values.size == 0:
+# ----------------------------------------------------------------------------- stratified AUROC (Figure 6)
+
+
+def _bootstrap_u(pos: np.ndarray, neg: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """U of ``n_boot`` resamples (with replacement, within the stratum) in O(n) per draw.
+
+    Per block of draws: the negatives ``rng.integers(0, n_neg, size=(draws, n_neg))``, then the
+    positives ``rng.integers(0, n_pos, size=(draws, n_pos))``. Resampled negatives are counted over the
+    sorted originals, so the number of them below (or tied with) a value is a cumulative count; each
+    resampled positive then adds its credit. The counts of a block of draws are one flat cumulative sum
+    (row ``r`` from ``r * width``), read only where the resampled positives fall: integers throughout,
+    so each U is exact (:func:`~kvx.aggregate.stats.ranks.mann_whitney_u` of the drawn samples).
+    """
+    neg_sorted = np.sort(neg)
+    below = np.searchsorted(neg_sorted, pos, side="left")
+    upto = np.searchsorted(neg_sorted, pos, side="right")
+    block = max(1, BLOCK_CELLS // max(pos.size, neg.size))
+    width = neg.size + 1
+    out = np.empty(n_boot)
+    for start in range(0, n_boot, block):
+        size = min(block, n_boot - start)
+        rows = np.arange(0, size * width, width)[:, None]
+        draws = rng.integers(0, neg.size, size=(size, neg.size))
+        draws += rows + 1  # a draw of negative i counts from column i + 1 of its row on
+        cum = np.cumsum(np.bincount(draws.ravel(), minlength=size * width), dtype=np.int32)
+        picks = rng.integers(0, pos.size, size=(size, pos.size))
+        start_of_row = cum[rows]  # every draw of the rows before
+        twice_credit = (cum[rows + below[picks]] - start_of_row).sum(axis=1)  # below + ties / 2, x 2
+        twice_credit += (cum[rows + upto[picks]] - start_of_row).sum(axis=1)
+        out[start : start + size] = 0.5 * twice_credit
+    return out
+
+
+def stratified_auroc_interval(
+    strata: list[tuple[np.ndarray, np.ndarray]], n_boot: int = 2000, seed: int = 0, level: float = 0.95
+) -> tuple[float | None, float | None]:
+    """Percentile interval of the stratified AUROC (:func:`~kvx.aggregate.stats.ranks.stratified_auroc`),
+    resampling each class within each mixed stratum, stratum after stratum from one generator.
+
+    Descriptive only: sources recur across strata, so draws are not independent replications
+    (KVDiagnosis Figure 6). (None, None) when no stratum is mixed.
+    """
+    check_bootstrap(n_boot, level)
+    mixed = mixed_strata(strata)
+    if not mixed:
         return None, None
-    low, high = np.percentile(values, [50.0 * (1.0 - level), 50.0 * (1.0 + level)])
+    rng = np.random.default_rng(seed)
+    u = sum(_bootstrap_u(p, n, n_boot, rng) for p, n in mixed)
+    pairs = sum(p.size * n.size for p, n in mixed)
+    return percentile_interval(u / pairs, level)
+
+
+# ----------------------------------------------------------------------------- clusters
+
+
+def cluster_interval(
+    values: np.ndarray | pd.Series,
+    clusters: np.ndarray | pd.Series,
+    n_boot: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+    draw: str = "multinomial",
+) -> tuple[float, float]:
+    """Percentile interval of a mean when whole clusters are resampled with replacement.
+
+    Values of one cluster (a dialogue's slots, the cells of one task) are not independent, so the
+    cluster is the resampling unit. A resample's mean is the drawn clusters' summed values over their
+    summed sizes. Clusters are numbered in the order the values first name them (ids that differ only
+    after a NUL stay apart), and the clusters of the resamples are drawn (``draw``)
+
+    - ``"multinomial"``: as counts, ``rng.multinomial(n_clusters, uniform, size=draws)`` for a block of
+      draws at a time (TPBench's dialogue-clustered accuracy interval, §6.2.1, pooled across seeds);
+    - ``"indices"``: as ``rng.integers(0, n_clusters, n_clusters)``, one call per draw (the
+      predictive audit's task-clustered interval).
+
+    NaN values are left out; (nan, nan) with none.
+    """
+    if draw not in CLUSTER_DRAWS:
+        raise ValueError(f"draw must be one of {CLUSTER_DRAWS}, got {draw!r}")
+    check_bootstrap(n_boot, level)
+    v = np.asarray(values, dtype=float)
+    keep = np.isfinite(v)
+    codes, uniques = text.factorize(np.asarray(clusters, dtype=object)[keep])
+    if uniques.size == 0:
+        return math.nan, math.nan
+    k = uniques.size
+    sums = np.bincount(codes, weights=v[keep], minlength=k)
+    counts = np.bincount(codes, minlength=k).astype(float)
+    rng = np.random.default_rng(seed)
+    draws = np.empty(n_boot)
+    block = max(1, BLOCK_CELLS // k)
+    for start in range(0, n_boot, block):
+        size = min(block, n_boot - start)
+        if draw == "multinomial":
+            weights = rng.multinomial(k, np.full(k, 1.0 / k), size=size)
+        else:
+            weights = np.stack([np.bincount(rng.integers(0, k, k), minlength=k) for _ in range(size)])
+        draws[start : start + size] = (weights @ sums) / (weights @ counts)
+    low, high = percentile_interval(draws, level)
     return float(low), float(high)

@@ -6,8 +6,9 @@
   SGD instance, earliest turns (0.480, 0.156) against embedding MMR (0.178, 0.309), gives
   0.302α − 0.153(1 − α) and α* ≈ 0.336.
 - ``tpbench_gap`` (Table 8, §6.2.3): each method's accuracy minus full context's on the same probes
-  (same probe seed and source), with a paired interval from resampling source dialogues. The rule is
-  the release's ``scripts/reader_evaluation/score_answers.py`` (kentech-sail/TPBench): each seed's
+  (same probe seed and source), with a paired interval from resampling source dialogues
+  (:func:`kvx.aggregate.stats.releases.seed_weighted_interval`). The rule is the release's
+  ``scripts/reader_evaluation/score_answers.py`` ``cluster_interval`` (kentech-sail/TPBench): each seed's
   answers weigh 1/n_seed, so the estimate is the mean of the per-seed gaps; a dialogue drawn by
   several seeds is one cluster; 5,000 resamples from ``numpy.random.default_rng(20260928)``, the
   clusters drawn as ``integers(K, size=(5000, K))``; ``np.quantile(boot, [.025, .975])`` (linear).
@@ -29,11 +30,10 @@ from collections.abc import Mapping
 from itertools import combinations
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from kvx.aggregate.stats.estimators import _check_bootstrap, release_percentiles
-from kvx.aggregate.tpbench.probes import FULL, GROUP, PROBE_KEYS, _ranked
+from kvx.aggregate.stats.releases import TPBENCH_BOOT_SEED, TPBENCH_N_BOOT, seed_weighted_interval
+from kvx.aggregate.tpbench.probes import FULL, GROUP, PROBE_KEYS, compression_methods
 from kvx.core.records import SUPPORTED
 
 __all__ = [
@@ -44,14 +44,13 @@ __all__ = [
     "crossover",
     "crossover_alpha",
     "gaps",
-    "seed_weighted_interval",
     "tpbench_gap_tables",
     "token_scaling",
 ]
 
 #: the release's paired dialogue bootstrap (``score_answers.py``, ``audit_p3_segments.py``)
-RELEASE_N_BOOT = 5000
-RELEASE_BOOT_SEED = 20260928
+RELEASE_N_BOOT = TPBENCH_N_BOOT
+RELEASE_BOOT_SEED = TPBENCH_BOOT_SEED
 TABLES = ("tpbench_crossover", "tpbench_gap", "tpbench_tokens")
 #: how to read the three tables (the report's TPBench section)
 EXPLANATION = (
@@ -108,7 +107,7 @@ def crossover(p1: pd.DataFrame, p2: pd.DataFrame) -> pd.DataFrame:
     method ahead above it (the P1 leader), or why the two never swap."""
     rows = []
     keys = ["corpus", "reader", "budget"]
-    a_all, b_all = _ranked(p1), _ranked(p2)
+    a_all, b_all = compression_methods(p1), compression_methods(p2)
     for key, one in a_all.groupby(keys, sort=True):
         two = b_all[(b_all[keys] == pd.Series(dict(zip(keys, key)))).all(axis=1)]
         for (t1, x), (t2, y) in ((a, b) for a in one.groupby("task") for b in two.groupby("task")):
@@ -136,50 +135,6 @@ def crossover(p1: pd.DataFrame, p2: pd.DataFrame) -> pd.DataFrame:
 
 
 # ----------------------------------------------------------------------------------- the gaps
-
-
-def seed_weighted_interval(
-    values: np.ndarray | pd.Series,
-    seeds: np.ndarray | pd.Series,
-    clusters: np.ndarray | pd.Series,
-    n_boot: int = RELEASE_N_BOOT,
-    seed: int = RELEASE_BOOT_SEED,
-    level: float = 0.95,
-) -> tuple[float, float, float]:
-    """(estimate, low, high): the mean of the per-seed means and its percentile interval from
-    resampling clusters (dialogues) with replacement, the release's rule (module docstring).
-
-    Each value weighs 1/(values of its seed), a cluster carries its weighted sum and its weight, and
-    a resample's estimate is the ratio of the drawn sums. Clusters are taken in sorted order, so the
-    interval does not depend on the order of the rows. NaN values are left out; NaNs with none.
-    """
-    _check_bootstrap(n_boot, level)
-    v = np.asarray(values, dtype=float)
-    keep = np.isfinite(v)
-    if not keep.any():
-        return NAN, NAN, NAN
-    frame = pd.DataFrame(
-        {
-            "v": v[keep],
-            "seed": np.asarray(seeds, dtype=object)[keep],
-            "cluster": np.asarray(clusters, dtype=object)[keep].astype(str),
-        }
-    )
-    w = (1.0 / frame.groupby("seed")["v"].transform("size")).to_numpy()
-    # each cluster's sums added up row by row (the release's ``+=``; pandas' group sums are compensated,
-    # which differs in the last bits), over the rows in cluster order: the result does not depend on
-    # the order the rows came in
-    order = np.argsort(frame["cluster"].to_numpy(), kind="stable")
-    names, codes = np.unique(frame["cluster"].to_numpy()[order], return_inverse=True)
-    sums, weights = np.zeros(len(names)), np.zeros(len(names))
-    np.add.at(sums, codes, w[order] * frame["v"].to_numpy()[order])
-    np.add.at(weights, codes, w[order])
-    draws = np.random.default_rng(seed).integers(len(names), size=(n_boot, len(names)))
-    # (K, 2) summed over the drawn axis, as the release does: numpy adds a strided axis row by row, a
-    # contiguous one pairwise, and the two differ in the last bits
-    drawn = np.stack([sums, weights], axis=1)[draws].sum(axis=1)
-    low, high = release_percentiles(drawn[:, 0] / drawn[:, 1], level)
-    return float(sums.sum() / weights.sum()), low, high
 
 
 def _seed_mean(values: pd.Series, seeds: pd.Series) -> float:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kvx.aggregate.tpbench.probes import GROUP, PROBE_KEYS, _mean, _ordered
+from kvx.aggregate.tpbench.probes import GROUP, PROBE_KEYS, column_mean, in_family_order
 from kvx.core.records import ERROR, SUPPORTED, UNSUPPORTED
 from kvx.tasks.tpbench.text import alias_equivalent
 
@@ -139,7 +139,7 @@ def slot_types(tp: pd.DataFrame) -> pd.DataFrame | None:
 
     frame = pd.DataFrame(_rows(part, [*GROUP, "slot_type"], build), columns=SLOT_COLUMNS)
     frame["_type"] = frame["slot_type"].map(SLOT_TYPES.index)
-    return _ordered(frame, [*PROBE_KEYS, "_type"]).drop(columns="_type")
+    return in_family_order(frame, [*PROBE_KEYS, "_type"]).drop(columns="_type")
 
 
 # ---------------------------------------------------------------------------- Table 9: P3 alias
@@ -196,7 +196,7 @@ def alias_excluded(tp: pd.DataFrame) -> pd.DataFrame | None:
         score = f"{metric}_accuracy_seed_mean"
         best = frame[turns].groupby([*PROBE_KEYS, "budget"])[score].transform("max").reindex(frame.index)
         frame[f"best_{metric}"] = turns & (frame[score] == best)
-    return _ordered(frame, PROBE_KEYS)
+    return in_family_order(frame, PROBE_KEYS)
 
 
 # ------------------------------------------------------------------------ §6.3: evidence location
@@ -251,13 +251,13 @@ def evidence(tp: pd.DataFrame) -> pd.DataFrame | None:
             "n_value_without_update": len(at["value"]) if kept else NAN,
             "n_no_evidence_kept": len(at["none"]) if kept else NAN,
             "n_kept_unknown": len(at["unknown"]),
-            "strict_accuracy_update_kept": _mean(at["update"], "m.strict"),
-            "strict_accuracy_value_without_update": _mean(at["value"], "m.strict"),
-            "strict_accuracy_no_evidence_kept": _mean(at["none"], "m.strict"),
+            "strict_accuracy_update_kept": column_mean(at["update"], "m.strict"),
+            "strict_accuracy_value_without_update": column_mean(at["value"], "m.strict"),
+            "strict_accuracy_no_evidence_kept": column_mean(at["none"], "m.strict"),
         }
 
     frame = pd.DataFrame(_rows(part, [*GROUP, "seed"], build), columns=EVIDENCE_COLUMNS)
-    return _ordered(frame, [*PROBE_KEYS, "seed"])
+    return in_family_order(frame, [*PROBE_KEYS, "seed"])
 
 
 # ----------------------------------------------------------------- Table 10: P3 among parsed answers
@@ -294,7 +294,7 @@ def p3_parsed(tp: pd.DataFrame) -> pd.DataFrame | None:
             "loose_accuracy_parsed_seed_mean": _seed_mean(parsed, "m.loose"),
         }
 
-    return _ordered(pd.DataFrame(_rows(part, GROUP, build), columns=PARSED_COLUMNS), PROBE_KEYS)
+    return in_family_order(pd.DataFrame(_rows(part, GROUP, build), columns=PARSED_COLUMNS), PROBE_KEYS)
 
 
 # ----------------------------------------------------------- Table 15: KV beside the best selector
@@ -333,7 +333,7 @@ def kv_vs_selectors(tp: pd.DataFrame) -> pd.DataFrame | None:
                 "n": len(scored),
                 "n_unsupported": int((group["status"] == UNSUPPORTED).sum()),
                 "n_error": int((group["status"] == ERROR).sum()),
-                "strict_accuracy": _mean(scored, "m.strict"),
+                "strict_accuracy": column_mean(scored, "m.strict"),
                 "selector_budget": selector_budget,
                 "n_selectors": len(scores),
                 "best_selector": "/".join(sorted(best.index)),
@@ -366,7 +366,7 @@ def p1_seeds(tp: pd.DataFrame) -> pd.DataFrame | None:
             row |= {f"{name}_seed_mean": mean, f"{name}_seed_sd": sd}
         return row
 
-    return _ordered(pd.DataFrame(_rows(part, GROUP, build), columns=P1_COLUMNS), PROBE_KEYS)
+    return in_family_order(pd.DataFrame(_rows(part, GROUP, build), columns=P1_COLUMNS), PROBE_KEYS)
 
 
 #: every table this module writes, in report order, with what builds it

@@ -25,7 +25,9 @@ import pandas as pd
 
 from kvx.aggregate.read import text
 from kvx.aggregate.read.cells import owner
-from kvx.aggregate.stats.estimators import _BLOCK_CELLS, _check_bootstrap, _interval, pair_mcnemar
+from kvx.aggregate.stats.paired_tests import pair_mcnemar
+from kvx.aggregate.stats.ranks import spearman
+from kvx.aggregate.stats.resampling import cluster_interval
 from kvx.core.identity import varying
 from kvx.core.records import ERROR, SUPPORTED, TASK_READER, UNSUPPORTED
 
@@ -33,8 +35,10 @@ __all__ = [
     "FULL",
     "TABLES",
     "accuracy",
-    "cluster_interval",
+    "column_mean",
+    "compression_methods",
     "deletion",
+    "in_family_order",
     "rank_change",
     "rankings",
     "retention",
@@ -235,40 +239,8 @@ def tpbench_rows(rows: pd.DataFrame, cells: Mapping[str, Mapping[str, Any]] | No
 # --------------------------------------------------------------------------------------- statistics
 
 
-def cluster_interval(
-    values: np.ndarray | pd.Series,
-    clusters: np.ndarray | pd.Series,
-    n_boot: int = 2000,
-    seed: int = 0,
-    level: float = 0.95,
-) -> tuple[float, float]:
-    """Percentile interval of a mean, resampling whole dialogues with replacement.
-
-    Examples from one dialogue (two slots of it, or the same dialogue drawn by two probe seeds) are
-    not independent, so the dialogue is the resampling unit (TPBench §6.2.1), pooled across seeds.
-    Draw ``k`` weights the dialogues by ``rng.multinomial(n_dialogues, uniform)``; the statistic is
-    the resampled sum over the resampled count. NaN values are left out; (nan, nan) with none.
-    """
-    _check_bootstrap(n_boot, level)
-    v = np.asarray(values, dtype=float)
-    keep = np.isfinite(v)
-    codes, uniques = text.factorize(np.asarray(clusters, dtype=object)[keep])  # ids differing after a NUL too
-    if uniques.size == 0:
-        return NAN, NAN
-    sums = np.bincount(codes, weights=v[keep], minlength=uniques.size)
-    counts = np.bincount(codes, minlength=uniques.size).astype(float)
-    k = uniques.size
-    rng = np.random.default_rng(seed)
-    draws = np.empty(n_boot)
-    block = max(1, _BLOCK_CELLS // k)
-    for start in range(0, n_boot, block):
-        size = min(block, n_boot - start)
-        weights = rng.multinomial(k, np.full(k, 1.0 / k), size=size)
-        draws[start : start + size] = (weights @ sums) / (weights @ counts)
-    return _interval(draws, level)
-
-
-def _mean(frame: pd.DataFrame, column: str) -> float:
+def column_mean(frame: pd.DataFrame, column: str) -> float:
+    """The mean of a column's non-missing values; NaN without any (or without the column)."""
     if column not in frame:
         return NAN
     values = frame[column].astype(float).dropna()
@@ -292,24 +264,24 @@ def _summary(group: pd.DataFrame, probe: str, n_boot: int, seed: int) -> dict[st
         per_seed = values.groupby(scored["seed"]).mean().dropna()
         low, high = cluster_interval(values, scored["cluster"], n_boot, seed) if len(scored) else (NAN, NAN)
         out |= {
-            f"{metric}_accuracy": _mean(scored, column),
+            f"{metric}_accuracy": column_mean(scored, column),
             f"{metric}_accuracy_seed_mean": float(per_seed.mean()) if len(per_seed) else NAN,
             f"{metric}_accuracy_seed_sd": float(per_seed.std(ddof=1)) if len(per_seed) > 1 else NAN,
             f"{metric}_accuracy_ci_low": low,
             f"{metric}_accuracy_ci_high": high,
         }
     for metric, column in EXTRA_SCORES[probe]:
-        out[column] = _mean(scored, f"m.{metric}")
-    out["abstain_rate"] = _mean(scored, "m.abstain")
-    out["parse_failure_rate"] = 1.0 - _mean(scored, "m.parsed")
+        out[column] = column_mean(scored, f"m.{metric}")
+    out["abstain_rate"] = column_mean(scored, "m.abstain")
+    out["parse_failure_rate"] = 1.0 - column_mean(scored, "m.parsed")
     for metric in _HEADLINE:  # the same rules on the raw text: a reader that ignores the JSON format
-        out[f"lenient_{metric}_accuracy"] = _mean(scored, f"m.lenient_{metric}")
+        out[f"lenient_{metric}_accuracy"] = column_mean(scored, f"m.lenient_{metric}")
     if probe != "P1":
-        out["update_kept_rate"] = _mean(scored, "d.update_kept")
+        out["update_kept_rate"] = column_mean(scored, "d.update_kept")
     return out
 
 
-def _ordered(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+def in_family_order(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Full context first, then turn selectors, cache methods and deletions, each by budget and name."""
     order = frame["family"].map(lambda f: _FAMILY_ORDER.get(f, 3))
     return (
@@ -341,7 +313,7 @@ def accuracy(tp: pd.DataFrame, probe: str, n_boot: int, seed: int) -> pd.DataFra
         dict(zip(GROUP, key)) | {"family": group["family"].iat[0]} | _summary(group, probe, n_boot, seed)
         for key, group in part.groupby(GROUP, sort=True)
     ]
-    return _ordered(pd.DataFrame(out, columns=columns), PROBE_KEYS)
+    return in_family_order(pd.DataFrame(out, columns=columns), PROBE_KEYS)
 
 
 RANK_COLUMNS = [
@@ -350,7 +322,7 @@ RANK_COLUMNS = [
 ]  # fmt: skip
 
 
-def _ranked(frame: pd.DataFrame) -> pd.DataFrame:
+def compression_methods(frame: pd.DataFrame) -> pd.DataFrame:
     """Compression methods only: full context is the reference and deletions are interventions."""
     return frame[~frame["family"].isin(["full", "deletion"])]
 
@@ -360,7 +332,7 @@ def rankings(tables: list[pd.DataFrame]) -> pd.DataFrame:
     loose accuracy (1 = best, ties share the average rank, as in TPBench Figure 2)."""
     parts = []
     for table in tables:
-        frame = _ranked(table)
+        frame = compression_methods(table)
         for _, group in frame.groupby([*PROBE_KEYS, "budget"], sort=True):
             group = group.assign(
                 strict_rank=group["strict_accuracy_seed_mean"].rank(ascending=False, method="average"),
@@ -395,9 +367,7 @@ def _rho(a: pd.Series, b: pd.Series) -> float:
     """Spearman rho (average ranks for ties); NaN below three methods or for a constant column."""
     if len(a) < 3 or a.nunique() < 2 or b.nunique() < 2:
         return NAN
-    from scipy.stats import spearmanr  # slow to import: only when TPBench ranks are compared
-
-    return float(spearmanr(a, b).statistic)
+    return spearman(a, b)[0]
 
 
 def rank_change(p1: pd.DataFrame, p2: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -406,7 +376,7 @@ def rank_change(p1: pd.DataFrame, p2: pd.DataFrame) -> tuple[pd.DataFrame, pd.Da
     means), and the Spearman rho between P1-strict (and P1-loose) and P2-strict across them."""
     changes, rhos = [], []
     keys = ["corpus", "reader", "budget"]
-    a_all, b_all = _ranked(p1), _ranked(p2)
+    a_all, b_all = compression_methods(p1), compression_methods(p2)
     for key, a_group in a_all.groupby(keys, sort=True):
         b_group = b_all[(b_all[keys] == pd.Series(dict(zip(keys, key)))).all(axis=1)]
         for (p1_task, p2_task), (a, b) in (
@@ -469,11 +439,11 @@ def retention(tp: pd.DataFrame) -> pd.DataFrame:
         }
         for metric in _HEADLINE:
             column = f"m.{metric}"
-            row[f"{metric}_accuracy"] = _mean(scored, column)
-            row[f"{metric}_accuracy_retained"] = _mean(kept, column)
-            row[f"{metric}_accuracy_not_retained"] = _mean(lost, column)
+            row[f"{metric}_accuracy"] = column_mean(scored, column)
+            row[f"{metric}_accuracy_retained"] = column_mean(kept, column)
+            row[f"{metric}_accuracy_not_retained"] = column_mean(lost, column)
         rows.append(row)
-    return _ordered(pd.DataFrame(rows, columns=RETENTION_COLUMNS), PROBE_KEYS)
+    return in_family_order(pd.DataFrame(rows, columns=RETENTION_COLUMNS), PROBE_KEYS)
 
 
 DELETION_COLUMNS = [
@@ -512,10 +482,10 @@ def _paired(deleted: pd.DataFrame, control: pd.DataFrame, full: pd.DataFrame, pa
         "n_deleted_unsupported": int((deleted["status"] != SUPPORTED).sum()),
     }
     for side, frame in (("full", f), ("deleted", d), ("control", c)):
-        row[f"{side}_strict_accuracy"] = _mean(frame, "m.strict")
-        row[f"{side}_loose_accuracy"] = _mean(frame, "m.loose")
-        row[f"{side}_superseded_rate"] = _mean(frame, "m.superseded")
-        row[f"{side}_abstain_rate"] = _mean(frame, "m.abstain")
+        row[f"{side}_strict_accuracy"] = column_mean(frame, "m.strict")
+        row[f"{side}_loose_accuracy"] = column_mean(frame, "m.loose")
+        row[f"{side}_superseded_rate"] = column_mean(frame, "m.superseded")
+        row[f"{side}_abstain_rate"] = column_mean(frame, "m.abstain")
     right_c, right_d = (c["m.strict"] == 1.0).to_numpy(), (d["m.strict"] == 1.0).to_numpy()
     fc = (f["m.strict"] == 1.0).to_numpy()
     row["n_full_correct"] = int(fc.sum())
