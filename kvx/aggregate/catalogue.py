@@ -214,7 +214,11 @@ def _check(catalogue: Catalogue) -> None:
                     f"({declared[name]} and {producer.family})"
                 )
             declared[name] = producer.family
-    anchors = {s.anchor for s in catalogue.sections} | {OTHER}
+    anchors = {OTHER}
+    for section in catalogue.sections:
+        if section.anchor in anchors:
+            raise ValueError(f"aggregate catalogue: section {section.anchor!r} is declared twice")
+        anchors.add(section.anchor)
     for producer in catalogue.producers:
         missing = [need for need in producer.needs if need not in declared]
         if missing:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from kvx.aggregate.catalogue import OTHER, Section, intermediate, table
+from kvx.aggregate.catalogue import Section, intermediate, table
 from kvx.aggregate.options import Options
 from kvx.aggregate.paired.costs import costs as cell_costs_of
 from kvx.aggregate.paired.costs import frontier as frontier_of
@@ -39,7 +39,6 @@ PROVENANCE = Section(
     "provenance", "External records: unknown fields", 90, "every record is kvx's own", optional=True
 )
 JUDGES = Section("judges", "Judges", 120, "no judged answers in the selected runs", optional=True)
-OTHERS = Section(OTHER, "Other tables", 10**6, "", optional=True)
 
 
 @table("matched", "matched", early=True)
