@@ -74,7 +74,7 @@ def order_settings(labels: Iterable[object]) -> list[str]:
     return sorted(numeric, key=lambda s: _as_float(s) or 0.0) + other
 
 
-@figure("heatmaps", "matrix", split=("task", "reader"))
+@figure("heatmaps", "matrix", split=TASK_READER)
 def heatmaps(matrix: pd.DataFrame, out: Path) -> list[Path]:
     """Figure 3 per task (pooled included) x reader: (A) mean task score, (B) C→W rate.
 
@@ -189,7 +189,7 @@ def forest_plot(separation: pd.DataFrame, out: Path) -> list[Path]:
     return [_save(fig, out / "forest_separation.png")]
 
 
-@figure("reader_scaling", "audit_readers", split=("task", "evidence", "compressor", "setting", "metric"))
+@figure("reader_scaling", "audit_readers", split=PANEL_METRIC)
 def reader_scaling(audit_readers: pd.DataFrame, out: Path) -> list[Path]:
     """ragscale Figure 2 per task x evidence x compressor x setting x metric: raw vs compressed score.
 
@@ -211,7 +211,7 @@ def reader_scaling(audit_readers: pd.DataFrame, out: Path) -> list[Path]:
     return paths
 
 
-@figure("contrast_plot", "contrast", split=("task", "reader", "anchor", "structural"))
+@figure("contrast_plot", "contrast", split=(*TASK_READER, "anchor", "structural"))
 def contrast_plot(contrast: pd.DataFrame, out: Path) -> list[Path]:
     """kv-exec-bench's contrast per task x reader x pair: the share of its FullCache value each
     metric keeps across settings, string anchor dashed next to its structural metric solid.
@@ -244,7 +244,7 @@ def contrast_plot(contrast: pd.DataFrame, out: Path) -> list[Path]:
     return paths
 
 
-@figure("contrast_ratio_plot", "contrast_by_ratio", split=("task", "reader"))  # kv-exec-bench Figure 1
+@figure("contrast_ratio_plot", "contrast_by_ratio", split=TASK_READER)  # kv-exec-bench Figure 1
 def contrast_ratio_plot(by_ratio: pd.DataFrame, out: Path) -> list[Path]:
     """kv-exec-bench Figure 1 per task x reader: the share of its FullCache value each anchor (dashed)
     and structural metric (solid) keeps, averaged over the compressors at each ratio, one line each; the
@@ -290,7 +290,7 @@ _FRONTIER_PANELS = (
 )
 
 
-@figure("frontier_plot", "frontier", split=("task", "reader"))
+@figure("frontier_plot", "frontier", split=TASK_READER)
 def frontier_plot(frontier: pd.DataFrame, out: Path) -> list[Path]:
     """Accuracy and C→W rate against the measured KV bytes ratio, one figure per task x reader: each
     compressor one color and marker, its settings labelled points, FullCache a star at 1. The Pareto
