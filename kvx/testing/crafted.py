@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from kvx.aggregate.read.sources import DirectorySource
 from kvx.aggregate.options import Options
+from kvx.aggregate.read.sources import DirectorySource
 from kvx.aggregate.run import Result, analyse
 from kvx.core.records import SUPPORTED, UNSUPPORTED, Answer, dumps, validate
 from kvx.testing.synthetic import ratio_record

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from kvx.aggregate.read.sources import DirectorySource
 from kvx.aggregate.options import Options
+from kvx.aggregate.read.sources import DirectorySource
 from kvx.aggregate.run import analyse
 from kvx.core.identity import digest
 from kvx.core.records import SUPPORTED, Answer, Record, dumps, validate

@@ -12,8 +12,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from kvx.aggregate.read.sources import DirectorySource
 from kvx.aggregate.options import Options
+from kvx.aggregate.read.sources import DirectorySource
 from kvx.aggregate.run import analyse
 from kvx.core.records import SCHEMA_VERSION, Answer, dumps, validate
 from kvx.core.upgrade import UNKNOWN_IN_1, upgrade
