@@ -20,7 +20,6 @@ from kvx.aggregate.read.problems import Problem
 from kvx.core.records import PANEL_METRIC
 
 __all__ = [
-    "EXPLANATION",
     "FLOOR_COLUMNS",
     "HELDOUT_COLUMNS",
     "JUDGE_PREFIX",
@@ -35,26 +34,6 @@ __all__ = [
 
 #: a judge's verdicts audited as a metric: ``judge:<name>`` from ``full_j.<name>`` / ``comp_j.<name>``
 JUDGE_PREFIX = "judge:"
-#: the report's reading of these columns and tables (docs/rag-audit.md has the formulas)
-EXPLANATION = (
-    "How each row was computed is in its columns: min_gap (the raw upgrade a ratio and an excess-flip pair "
-    "need, --min-gap), ties and mcnemar_filter (the replay's tie rule and McNemar filter, --ties, "
-    "--mcnemar-filter) and interval (--interval: 'family-by-row, endpoints re-selected' draws reader "
-    "families and rows and picks the endpoints again in each draw, discarding draws whose raw upgrade is "
-    "below min_gap, counted in retention_undefined_draws; 'rows, fixed pair' resamples rows for the "
-    "full-sample pair). Metrics judge:<name> are a judge's verdicts, on the rows every answer was judged. "
-    "rescue_change / damage_change = mean positive / negative score change over all reader-row pairs "
-    "(their sum is the gain; ragscale Table 4's F1 columns). eiv_slope = corrected slope M*12/M*11; "
-    "headroom_eiv_r = the EIV correlation of raw score with gain / (1 − raw mean); disjoint_r = plain "
-    "correlation of raw means on one row half with gain means on the other (median and 2.5–97.5 "
-    "percentiles over splits). audit_heldout (Table 8): endpoints chosen on one row half and scored on "
-    "the other, both orientations of every split: median held-out retention over valid orientations "
-    "(held-out raw upgrade ≥ min_gap, valid_share of all), the distinct pairs selected and the modal "
-    "pair's share. audit_floor (Table 9): unweighted panel means and full reader ranges (highest − lowest "
-    "reader) beside the endpoint upgrade. audit_swap_difference (Table 15): --swap retention minus a "
-    "compression's retention when both start from the same reference scores, with a paired "
-    "family-by-row interval selecting the endpoints once per draw; status says why a pairing has none."
-)
 PANEL_EXTRA_COLUMNS = [
     "rescue_change",
     "damage_change",

@@ -37,7 +37,6 @@ from kvx.aggregate.tpbench.probes import FULL, GROUP, PROBE_KEYS, compression_me
 from kvx.core.records import SUPPORTED
 
 __all__ = [
-    "EXPLANATION",
     "RELEASE_BOOT_SEED",
     "RELEASE_N_BOOT",
     "TABLES",
@@ -52,19 +51,6 @@ __all__ = [
 RELEASE_N_BOOT = TPBENCH_N_BOOT
 RELEASE_BOOT_SEED = TPBENCH_BOOT_SEED
 TABLES = ("tpbench_crossover", "tpbench_gap", "tpbench_tokens")
-#: how to read the three tables (the report's TPBench section)
-EXPLANATION = (
-    "Crossover (§6.1.2): for two methods a, b at one budget, Δ = a − b on P1 and on P2 (seed means); "
-    "the weighted average α·P1 + (1−α)·P2 ranks them equally at crossover_alpha = Δ2 / (Δ2 − Δ1), and "
-    "ahead_above leads for larger α (more P1 weight); 'none' with its reason when one method is ahead "
-    "or tied on both. Gap (Table 8): accuracy − full context's on the answers both scored (same seed "
-    "and source), the mean of the per-seed means, with a paired 95% interval from resampling source "
-    "dialogues (n_resamples from resample_seed: the release's, whatever --boot says); n_unpaired = "
-    "answers without a scored full-context answer. Tokens (Appendix B): q = the reader's input tokens "
-    "(context + question) kept / the full prompt's; kv_factor = ΣL_full / ΣL_compressed (input KV "
-    "cache) and attention_factor = ΣL_full² / ΣL_compressed² (dense prefill attention) are "
-    "theoretical scaling, not measured speed; cache methods have no prompt-side q."
-)
 NAN = math.nan
 _TIE = 1e-12  # accuracy differences this small are equal (seed means of the same answers)
 
