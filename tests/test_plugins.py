@@ -430,24 +430,30 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
 
 def test_the_wheel_holds_every_module_config_and_schema(wheel: zipfile.ZipFile) -> None:
     """Packages are found, not listed (setup.py): every module under kvx/, every config under conf/ (as
-    ``kvx.conf``), the record schemas and kvx's Hydra plugins are in the wheel, and nothing else is."""
+    ``kvx.conf``), the record schemas, the report's templates and prose, and kvx's Hydra plugins are in
+    the wheel, and nothing else is."""
     names = set(wheel.namelist())
     files = [f.as_posix() for f in _sources(REPO)]
     modules = {f for f in files if f.startswith("kvx/") and f.endswith(".py")}
     configs = {"kvx/" + f for f in files if f.startswith("conf/") and f.endswith((".yaml", ".py"))}
     schemas = {f for f in files if f.startswith("kvx/schemas/") and f.endswith(".json")}
     plugins = {f for f in files if f.startswith("hydra_plugins/") and f.endswith(".py")}
+    # report.html's template, style and script, and the report sections' Markdown prose
+    report = {f for f in files if f.startswith("kvx/aggregate/publish/templates/")}
+    report |= {f for f in files if f.startswith("kvx/aggregate/prose/") and f.endswith(".md")}
     assert {"kvx/__init__.py", "kvx/aggregate/read/__init__.py", "kvx/conf/config.yaml"} <= modules | configs
     assert schemas and "hydra_plugins/kvx/__init__.py" in plugins
     assert modules - names == set(), "modules missing from the wheel"
     assert configs - names == set(), "configs missing from the wheel"
     assert schemas - names == set(), "schemas missing from the wheel"
     assert plugins - names == set(), "Hydra plugins missing from the wheel"
+    assert {"kvx/aggregate/publish/templates/report.html.j2", "kvx/aggregate/prose/matrix.md"} <= report
+    assert report - names == set(), "report templates or prose missing from the wheel"
     # hydra_plugins is a namespace shared with other distributions' plugins: no __init__.py of its own
     assert "hydra_plugins/__init__.py" not in names
     (info,) = {n.split("/")[0] for n in names if ".dist-info/" in n}
     shipped = {n for n in names if not n.startswith(info + "/")}
-    assert shipped == modules | configs | schemas | plugins
+    assert shipped == modules | configs | schemas | plugins | report
 
 
 def test_the_wheel_carries_the_entry_points_and_the_version(wheel: zipfile.ZipFile) -> None:
