@@ -18,7 +18,18 @@ from kvx.aggregate.stats.inputs import check_bootstrap, paired_panels
 from kvx.aggregate.stats.intervals import percentile_interval
 from kvx.aggregate.stats.releases import family_row_draws
 
-__all__ = ["EIV", "EIVBootstrap", "corrected_moments", "correlations", "eiv_bootstrap", "eiv_correlation"]
+__all__ = [
+    "EIV",
+    "ROUNDOFF",
+    "EIVBootstrap",
+    "corrected_moments",
+    "correlations",
+    "eiv_bootstrap",
+    "eiv_correlation",
+]
+
+#: an entry of M* within this share of the terms it is the difference of is round-off, and is 0
+ROUNDOFF = 1e-10
 
 
 def corrected_moments(
@@ -31,8 +42,10 @@ def corrected_moments(
     drawn readers and n the rows: M = covariance of the reader means over the m readers, and each
     sampling moment tr(H Sigma) / (m - 1) with Sigma = A_c B_c^T / (n (n - 1)) (A.4), summed as
     sum_r w_r (sum_i k_i a_ri b_ri - n a_r b_r) and sum_i k_i u_i v_i - n U V for the reader-weighted
-    row totals u, v (A.4's trace identity, without copying the drawn panel). A draw of one reader has
-    no covariance: its M* is not finite."""
+    row totals u, v (A.4's trace identity, without copying the drawn panel). An entry within
+    ``ROUNDOFF`` of the terms it subtracts is 0, so whether a degenerate draw (one distinct reader drawn
+    several times) has a positive variance does not depend on the order of floating-point sums; a draw
+    of one reader once has no covariance: its M* is not finite."""
     n = x.shape[1]
     k, w = rows.astype(float), readers.astype(float)
     s = np.ones_like(w) if scale is None else np.where(w > 0, scale, 0.0)
@@ -53,7 +66,13 @@ def corrected_moments(
             trace = (w * (cross[a, b] - n * means[a] * means[b])).sum(axis=1)
             total = (k * totals[a] * totals[b]).sum(axis=1) - n * (m * centre[a]) * (m * centre[b])
             sampling = (trace - total / m) / (n * (n - 1) * (m - 1))
-            out[:, index[a], index[b]] = out[:, index[b], index[a]] = spread / (m - 1) - sampling
+            value = spread / (m - 1) - sampling
+            # round-off is not a sign: M* within ROUNDOFF of the terms it subtracts is 0 (a draw of one
+            # distinct reader, or of readers whose drawn scores agree, has M* = 0 exactly, which the
+            # subtraction leaves as +-1e-18 either way)
+            scale = np.abs(spread / (m - 1)) + (np.abs(trace) + np.abs(total / m)) / (n * (n - 1) * (m - 1))
+            value = np.where(np.abs(value) <= ROUNDOFF * scale, 0.0, value)
+            out[:, index[a], index[b]] = out[:, index[b], index[a]] = value
     return out
 
 
