@@ -181,3 +181,20 @@ def test_a_varying_split_size_is_its_own_matrix_column():
     cells = {"c1": {"n_sources": 100}, "c2": {"n_sources": 50}}
     out = with_varying(matrix, rows, cells, ["n_sources"])
     assert list(out["cell.n_sources"]) == ["100", "50"] and list(out["n_sources"]) == [100, 50]
+
+
+def test_a_panel_whose_readers_share_no_row_is_refused_not_a_crash(tmp_path) -> None:
+    """Two readers that answered different sources: no row to compare on. The panel is listed with the
+    reason and a warning counts the rows (it raised KeyError before)."""
+    from kvx.testing.crafted import panel, problems, run, write
+
+    records = panel({"a": ([1, 0], [1, 1])}) + [
+        r | {"source_id": f"other{i}"} for i, r in enumerate(panel({"b": ([1, 1], [0, 1])}))
+    ]
+    result = run(write(tmp_path, records))
+    panels = result.tables["audit_panel"]
+    assert set(panels["metric"]) == {"correct", "score"}
+    assert set(panels["artifact_check"]) == {"no row every reader answered"} and set(panels["n_rows"]) == {0}
+    assert result.tables["audit_pairs"].empty and result.tables["audit_readers"].empty
+    [warning] = problems(result, "audit_rows")["message"]
+    assert warning.startswith("4 of 4 rows lack a supported result for some reader")

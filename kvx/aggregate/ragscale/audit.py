@@ -234,12 +234,16 @@ def audit(
                     "a supported result for some reader; the audit uses the rows all readers answered",
                 )
             )
+        answered = group
         group = group[group["row_id"].isin(shared)]
         refused = _artifact_check(group, label, problems, ids)
+        if group.empty:  # every row lacks some reader's answer (the warning above counts them)
+            refused = "no row every reader answered"
         check = refused or (
             "identical text artifact" if group["text_hash"].notna().any() else "KV cache: no text artifact"
         )
-        about = group.groupby("reader")[["family", "prompt_format"]].first().loc[names]
+        described = answered if group.empty else group
+        about = described.groupby("reader")[["family", "prompt_format"]].first().loc[names]
         for metric, (raw_col, comp_col) in audited.items():
             head = base | {"metric": metric}
             size = {"n_readers": len(names), "n_families": about["family"].nunique()}
