@@ -147,6 +147,10 @@ def test_a_retriever_swap_is_audited_from_one_condition_to_the_other():
     assert refused.panel["artifact_check"].str.startswith("refused").all()
     _, missing = swapped(rows, "bm25_top_k", "splade")
     assert missing and "no condition 'splade'" in missing[0].message
+    # a transform swept as a cell field labels each condition's compressors apart: nothing pairs, said so
+    labelled = rows.assign(compressor="none[transform=" + rows["transform"] + "]")
+    nothing, apart = swapped(labelled, "bm25_top_k", "dense_top_k")
+    assert nothing.empty and "share no (task, compressor, setting, reader, row) to pair" in apart[0].message
 
 
 def test_family_by_row_bootstrap_resamples_families():

@@ -28,6 +28,12 @@ def swapped(rows: pd.DataFrame, before: str, after: str) -> tuple[pd.DataFrame, 
     left = left.rename(columns={c: "full_" + c[5:] for c in comp_cols} | {"text_hash": "hash_before"})
     right = rows[rows["evidence"] == b][[*key, "status", "text_hash", *comp_cols]]
     both = left.merge(right, on=key, suffixes=("_before", ""))
+    if both.empty:  # e.g. a transform swept as a cell field labels each condition's compressors apart
+        shown = ", ".join(
+            f"{side}: {sorted(set(frame['compressor']))[:3]}" for side, frame in ((a, left), (b, right))
+        )
+        why = f"the two conditions share no (task, compressor, setting, reader, row) to pair ({shown})"
+        return rows.iloc[0:0], [Problem("swap", "warning", "", f"{before}:{after}", why)]
     both["status"] = both["status"].where(both["status_before"] == SUPPORTED, both["status_before"])
     pair = both["hash_before"].fillna("") + "|" + both["text_hash"].fillna("")
     both["text_hash"] = pair.where(pair != "|")  # KV-only conditions: no text artifact on either side
