@@ -549,11 +549,11 @@ def run_fixture(name: str, out: Path, inputs: Path) -> dict[str, int] | None:
 
 def known_tables() -> list[str]:
     names = list(KNOWN)
-    try:  # the report's sections name every table it shows
-        from kvx.aggregate.publish.report import OPTIONAL_SECTIONS, SECTIONS
+    try:  # the catalogue declares every table (kvx after issue 42)
+        from kvx.aggregate.catalogue import load
 
-        names += [t for s in (*SECTIONS, *OPTIONAL_SECTIONS) for t in s.tables]
-    except (ImportError, AttributeError):
+        names += load().table_names()
+    except ImportError:
         pass
     return list(dict.fromkeys(names))
 

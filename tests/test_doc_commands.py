@@ -152,6 +152,17 @@ COVERED = (
     ),
     Covered("python -m kvx.importers kvdiagnosis", IMPORTED_KVDIAGNOSIS, 'main(["kvdiagnosis"'),
     Covered(
+        "python -m kvx.aggregate --list",
+        "tests/aggregate/test_catalogue.py::test_cli_lists_the_catalogue_and_refuses_an_unknown_name_before_reading",
+        'main(["--list"])',
+    ),
+    Covered(
+        "python -m kvx.aggregate.publish.sections_page docs/report-sections.md",
+        "tests/aggregate/test_report_prose.py::"
+        "test_the_docs_page_is_the_catalogue_and_includes_every_section_prose_in_report_order",
+        'sections_page.page(load(figures=True, distributions=["kvx"]))',
+    ),
+    Covered(
         "python -m kvx.importers tpbench PATH --out DIR",
         "tests/importers/test_tpbench.py::imported",
         'main(["tpbench", str(release), "--out"',

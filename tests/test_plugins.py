@@ -477,3 +477,31 @@ def test_the_wheel_carries_the_entry_points_and_the_version(wheel: zipfile.ZipFi
     import kvx
 
     assert kvx.__version__ == project["version"]  # the installed (editable) kvx's metadata
+
+
+def test_example_plugin_table_appears_in_the_report(sites: dict[str, Path], tmp_path: Path) -> None:
+    """A table from an installed package (the example plugin's ``fragile_sources``, through the
+    ``kvx.aggregate.tables`` entry point) is built, written, listed and shown in ``report.html`` with its
+    section's prose, with no change to kvx."""
+    from kvx.testing.crafted import rec, write
+
+    records = [
+        rec(source=f"s{i}", comp=comp, ok=ok)
+        for i in range(3)
+        for comp, ok in (("snapkv", i != 0), ("tova", i == 2))
+    ]
+    folder = write(tmp_path / "records", records)
+    out = tmp_path / "out"
+    args = ["--records", str(folder), "--out", str(out), "--no-log", "--no-plots", "--quiet", "--boot", "20"]
+    done, _ = _kvx(args, tmp_path, [sites["example"]], module="kvx.aggregate")
+    assert done.returncode == 0, done.stderr[-3000:]
+    fragile = (out / "fragile_sources.csv").read_text().splitlines()
+    assert fragile[0] == "task,source_id,n_cells,n_broken,broken_share"
+    assert fragile[1:] == ["t,s0,2,2,1.0", "t,s1,2,1,0.5", "t,s2,2,0,0.0"]
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "Fragile sources (example plugin)" in page and "<h3>fragile_sources</h3>" in page
+    assert "Sources broken by most cells come first" in page  # the plugin's own prose file
+    listed, _ = _kvx(["--list"], tmp_path, [sites["example"]], module="kvx.aggregate")
+    assert re.search(r"^fragile_sources\s+fragile\s+\[kvx_plugin_example\]", listed.stdout, re.M)
+    without, _ = _kvx(["--list"], tmp_path, [], module="kvx.aggregate")
+    assert without.returncode == 0 and "fragile_sources" not in without.stdout

@@ -13,7 +13,7 @@ package adds a table, a figure or a section without editing kvx.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from types import ModuleType
@@ -232,14 +232,19 @@ def _check(catalogue: Catalogue) -> None:
                 f"{producer.section!r}, which nothing declares"
             )
     tables = set(catalogue.table_names())
+    for section in catalogue.sections:  # an optional section writes {anchor}.md beside the tables
+        if section.optional and section.anchor in tables:
+            raise ValueError(f"aggregate catalogue: optional section {section.anchor!r} has a table's name")
     for fig in catalogue.figures:
         if fig.table not in tables:
             raise ValueError(f"aggregate figure {fig.key!r} ({fig.family}) draws {fig.table!r}, not a table")
 
 
-def _load(group: str) -> dict[str, ModuleType]:
+def _load(group: str, distributions: Collection[str] | None) -> dict[str, ModuleType]:
     loaded = {}
     for ep in sorted(entry_points(group=group), key=lambda ep: ep.name):
+        if distributions is not None and (ep.dist is None or ep.dist.name not in distributions):
+            continue
         module = ep.load()
         if not isinstance(module, ModuleType):
             raise ValueError(f"entry point {group}:{ep.name} = {ep.value} must name a module")
@@ -247,6 +252,9 @@ def _load(group: str) -> dict[str, ModuleType]:
     return loaded
 
 
-def load(figures: bool = False) -> Catalogue:
-    """The catalogue of every installed package (figures too when asked: that imports matplotlib)."""
-    return from_modules(_load(TABLE_GROUP), _load(FIGURE_GROUP) if figures else {})
+def load(figures: bool = False, distributions: Collection[str] | None = None) -> Catalogue:
+    """The catalogue of every installed package, or of those ``distributions`` (kvx's own docs: "kvx");
+    figures too when asked (that imports matplotlib)."""
+    return from_modules(
+        _load(TABLE_GROUP, distributions), _load(FIGURE_GROUP, distributions) if figures else {}
+    )

@@ -113,6 +113,14 @@ def test_a_section_declared_twice_is_refused() -> None:
         from_modules({"fake": _family([]), "again": again})
 
 
+def test_an_optional_section_named_like_a_table_is_refused() -> None:
+    """Its section file would overwrite the table's Markdown (``{name}.md``)."""
+    module = _family([])
+    module.TOTALS = Section("total", "Totals", 6, "", optional=True)
+    with pytest.raises(ValueError, match="optional section 'total' has a table's name"):
+        from_modules({"fake": module})
+
+
 def test_an_input_cannot_be_declared_again() -> None:
     @intermediate
     def rows() -> pd.DataFrame:

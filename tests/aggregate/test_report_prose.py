@@ -15,11 +15,12 @@ import pytest
 import yaml
 from markdown_it import MarkdownIt
 
-from kvx.aggregate.publish import report
+from kvx.aggregate.catalogue import load
+from kvx.aggregate.publish import report, sections_page
 from kvx.aggregate.ragscale import outcomes
 
 ROOT = Path(__file__).parents[2]
-ALL = (*report.SECTIONS, *report.OPTIONAL_SECTIONS)
+ALL = report.placed(load(figures=True, distributions=["kvx"]))  # kvx's own, plugins aside
 #: an HTML element's opening or closing tag (not a placeholder such as ``<name>`` or ``<split>``)
 TAG = re.compile(
     r"</?(a|b|br|body|button|caption|code|div|em|figcaption|figure|h[1-6]|head|hr|html|i|img|li|link|"
@@ -60,18 +61,21 @@ def test_prose_renders_as_paragraphs_lists_and_code_only(anchor):
 
 
 def test_the_prose_states_the_constants_current_values():
-    audit = " ".join(report.prose(report.Section("audit", "", (), (), "")).split())
+    audit = " ".join(report.prose(report.Placed("audit", "", (), (), "")).split())
     assert f"the report shows the first {outcomes.CHANGED_SHOWN} of each comparison" in audit
     assert f"(|`raw_upgrade`| < {outcomes.MINIMUM_GAP * 100:g} pp)" in audit
     assert f"(retention below `--retention-alert`, default {outcomes.RETENTION_ALERT})" in audit
     assert f"retention N/A below {outcomes.MINIMUM_GAP * 100:g} pp" in audit
 
 
-def test_the_docs_page_includes_every_section_prose_in_report_order():
-    """docs/report-sections.md includes each prose file (pymdownx.snippets) under its section's heading:
-    the docs hold no copy of the prose."""
+def test_the_docs_page_is_the_catalogue_and_includes_every_section_prose_in_report_order():
+    """docs/report-sections.md is what the catalogue writes (its sections, tables and figures) and includes
+    each prose file (pymdownx.snippets) under its section's heading: the docs hold no copy of the prose."""
     page = (ROOT / "docs" / "report-sections.md").read_text(encoding="utf-8")
-    included = re.findall(r'^## (.+)\n\n--8<-- "([\w-]+)\.md"$', page, flags=re.M)
+    assert page == sections_page.page(load(figures=True, distributions=["kvx"])), (
+        "rewrite it: python -m kvx.aggregate.publish.sections_page docs/report-sections.md"
+    )
+    included = re.findall(r'^## (.+)\n\n.*\n\n--8<-- "([\w-]+)\.md"$', page, flags=re.M)
     assert included == [(s.heading, s.anchor) for s in ALL]
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8").replace("!!python", "#"))
     (snippets,) = [e["pymdownx.snippets"] for e in config["markdown_extensions"] if "pymdownx.snippets" in e]
@@ -113,29 +117,29 @@ def test_sections_are_a_parameter_with_their_own_prose(tmp_path, monkeypatch):
     (package / "__init__.py").write_text("")
     (package / "mine.md").write_text("Read **this** first: `a_b` <script>x</script>\n\n- one\n- two\n")
     monkeypatch.syspath_prepend(str(tmp_path / "lib"))
-    mine = report.Section("mine", "My section", ("mine_plot",), ("mine",), "nothing", True, "myprose")
+    mine = report.Placed("mine", "My section", ("mine_plot",), ("mine",), "nothing", True, "myprose")
+    placed = report.Report((mine,), {"mine_plot": "mine"}, {}, {})
+    unplaced = report.Report((mine,), {}, {}, {})
     tables = {"mine": pd.DataFrame({"n_x": [3]})}
     figures = {"mine_plot": [_png(tmp_path / "mine_plot.png")]}
     out = tmp_path / "out"
     report.write_tables(tables, out)
 
-    page = report.write_html(
-        tables, figures, out, "t", {}, sections=[mine], figure_table={"mine_plot": "mine"}
-    )
+    page = report.write_html(tables, figures, out, "t", {}, placed)
     page = page.read_text(encoding="utf-8")
     assert '<li><a href="#mine">My section</a></li>' in page and 'id="matrix"' not in page
     assert "<p>Read <strong>this</strong> first: <code>a_b</code> &lt;script&gt;x&lt;/script&gt;</p>" in page
     assert "<ul>\n<li>one</li>" in page and "Other tables" not in page
     assert re.search(r"<h3>mine</h3>.*</table></div>\n<figure><img [^>]*alt=\"mine_plot\"", page, re.S)
 
-    (written,) = report.write_section_markdown(tables, figures, out, sections=[mine], figure_table={})
+    (written,) = report.write_section_markdown(tables, figures, out, unplaced)
     text = written.read_text(encoding="utf-8")
     assert written.name == "mine.md"
     assert text.startswith(
         "# My section\n\nRead **this** first: `a_b` <script>x</script>\n\n- one\n- two\n\n"
     )
     assert text.index("![mine_plot](mine_plot.png)") < text.index("## mine")  # its table unknown: on top
-    (written,) = report.write_section_markdown(tables, figures, out, [mine], {"mine_plot": "mine"})
+    (written,) = report.write_section_markdown(tables, figures, out, placed)
     text = written.read_text(encoding="utf-8")
     assert text.endswith("## mine\n\n| n_x |\n| ---: |\n| 3 |\n\n![mine_plot](mine_plot.png)\n")
-    assert report.prose(report.Section("absent", "", (), (), "", prose_package="myprose")) == ""
+    assert report.prose(report.Placed("absent", "", (), (), "", prose_package="myprose")) == ""

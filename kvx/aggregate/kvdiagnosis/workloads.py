@@ -27,11 +27,9 @@ from kvx.core.records import CW, ERROR, FULL_CORRECT, SUPPORTED, UNSUPPORTED
 from kvx.diagnostics.categories import CATEGORIES
 
 __all__ = [
-    "TABLES",
     "TIERS",
     "accounting",
     "corpus",
-    "kvdiagnosis_tables",
     "modal_categories",
     "task_failures",
     "task_group",
@@ -65,17 +63,6 @@ MAPPED = ("measured", "projected")  # coverage states with numeric ERR/ECov (Sec
 _VARIANT = re.compile(r"_\d+$")
 _KEYS = ["workload", "reader"]
 _CELL = [*_KEYS, "compressor", "setting"]
-
-#: table name -> what it reproduces (the report's section explains each)
-TABLES = {
-    "kvd_accounting": "Table 3",
-    "kvd_tiers": "Figure 4A, Figure 10 (left), Appendix D",
-    "kvd_task_failures": "Figure 5, Figure 10 (right)",
-    "kvd_corpus": "Table 12",
-    "kvd_workload_categories": "Figure 7",
-    "kvd_modal_categories": "Table 16",
-}
-
 
 # ------------------------------------------------------------------------------------- labels
 
@@ -355,20 +342,3 @@ def modal_categories(rows: pd.DataFrame, metrics: list[Metric]) -> pd.DataFrame:
     mean_columns = [c for m in means for c in (f"{m.name}_mean", f"{m.name}_n")]
     columns = [*_CELL, "tier", "n_supported", "n_unsupported", "n_cw", "n_categorized", "modal_category"]
     return out[[*columns, "n_modal", "modal_share", "coverage", *mean_columns, "reason"]]
-
-
-def kvdiagnosis_tables(
-    rows: pd.DataFrame, cells: dict[str, dict[str, Any]], metrics: list[Metric]
-) -> dict[str, pd.DataFrame]:
-    """Every table of :data:`TABLES` from the aggregate's rows (compressed records; FullCache is each
-    row's partner, not a cell)."""
-    values = [m.name for m in metrics if (m.diagnostic, m.value) in READ_VALUES]
-    rows = with_workloads(rows[[*COLUMNS, *values]], cells)
-    return {
-        "kvd_accounting": accounting(rows),
-        "kvd_tiers": tiers(rows),
-        "kvd_task_failures": task_failures(rows),
-        "kvd_corpus": corpus(rows, metrics),
-        "kvd_workload_categories": workload_categories(rows),
-        "kvd_modal_categories": modal_categories(rows, metrics),
-    }

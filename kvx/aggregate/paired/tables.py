@@ -36,7 +36,7 @@ SEPARATION = Section(
     "no separation estimates (needs C→W and C→C rows with valid diagnostics in the same strata)",
 )
 PROVENANCE = Section(
-    "provenance", "External records: unknown fields", 90, "every record is kvx's own", optional=True
+    "unknown_fields", "External records: unknown fields", 90, "every record is kvx's own", optional=True
 )
 JUDGES = Section("judges", "Judges", 120, "no judged answers in the selected runs", optional=True)
 
@@ -97,6 +97,6 @@ def judge_agreement(rows: pd.DataFrame) -> pd.DataFrame | None:
     return agreement(rows) if judge_names(rows) else None
 
 
-@table("provenance", "provenance", on_empty=True)
+@table("provenance", "unknown_fields", on_empty=True)
 def provenance(validated: Validated) -> pd.DataFrame | None:
     return validated.provenance() if validated.unknown else None

@@ -28,22 +28,14 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import is_bool_dtype, is_integer_dtype, is_numeric_dtype
 
-from kvx.aggregate.kvdiagnosis.workloads import TABLES as KVDIAGNOSIS_TABLES
-from kvx.aggregate.publish import kvdiagnosis_section as kvd_extra
-from kvx.aggregate.publish.audit_sections import SECTIONS as AUDIT_CONTROLS
-from kvx.aggregate.ragscale.outcomes import first_changed
-from kvx.aggregate.tpbench.budgets import TABLES as GAP_TABLES
-from kvx.aggregate.tpbench.paper_tables import TABLES as TPBENCH_PAPER_TABLES
-from kvx.aggregate.tpbench.probes import TABLES as TPBENCH_TABLES
+from kvx.aggregate.catalogue import Catalogue, load
 
 __all__ = [
-    "OPTIONAL_SECTIONS",
     "PROSE_PACKAGE",
-    "SECTIONS",
-    "SHOWN",
-    "Section",
-    "figure_tables",
+    "Placed",
+    "Report",
     "markdown_table",
+    "placed",
     "prose",
     "write_html",
     "write_section_markdown",
@@ -70,11 +62,12 @@ PROSE_PACKAGE = "kvx.aggregate.prose"
 
 
 @dataclass(frozen=True)
-class Section:
-    """One report section: which figures and tables it shows; how to read their numbers is the Markdown
-    file ``{anchor}.md`` in ``prose_package`` (:func:`prose`). An ``optional`` section is shown (and
-    written as ``{anchor}.md`` beside the tables) only when it has a table or figure; any other shows
-    ``empty`` when it has none."""
+class Placed:
+    """A section as the report places it: the catalogue's section (``kvx.aggregate.catalogue.Section``)
+    with the tables declared in it and the figures drawn from them. How to read their numbers is the
+    Markdown file ``{anchor}.md`` in ``prose_package`` (:func:`prose`). An ``optional`` section is shown
+    (and written as ``{anchor}.md`` beside the tables) only when it has a table or figure; any other
+    shows ``empty`` when it has none."""
 
     anchor: str
     heading: str
@@ -89,6 +82,48 @@ class Section:
         return prose(self)
 
 
+@dataclass(frozen=True)
+class Report:
+    """What the report shows, from the catalogue: its sections in order, each figure's table, the part
+    of a table the page shows (the CSV holds all) and the display kind of columns whose name misleads."""
+
+    sections: tuple[Placed, ...]
+    figure_table: Mapping[str, str]
+    shown: Mapping[str, Callable[[pd.DataFrame], pd.DataFrame]]
+    display: Mapping[str, Mapping[str, str]]
+
+    @classmethod
+    def of(cls, catalogue: Catalogue) -> Report:
+        sections = []
+        for section in sorted(catalogue.sections, key=lambda s: s.order):
+            tables = tuple(catalogue.in_section(section.anchor))
+            figures = tuple(f.key for f in catalogue.figures if f.table in tables)
+            sections.append(
+                Placed(
+                    section.anchor,
+                    section.heading,
+                    figures,
+                    tables,
+                    section.empty,
+                    section.optional,
+                    section.prose_package,
+                )
+            )
+        producers = catalogue.tables()
+        return cls(
+            tuple(sections),
+            {f.key: f.table for f in catalogue.figures},
+            {p.names[0]: p.shown for p in producers if p.shown is not None},
+            {name: p.display for p in producers if p.display for name in p.names},
+        )
+
+
+def placed(catalogue: Catalogue | None = None) -> tuple[Placed, ...]:
+    """Every section of ``catalogue`` (default: every installed package's, figures included) in report
+    order."""
+    return Report.of(catalogue or load(figures=True)).sections
+
+
 def prose(section: Any) -> str:
     """The Markdown explaining ``section`` (anything with an ``anchor``, and a ``prose_package`` unless it
     is kvx's own): ``{anchor}.md`` in that package, "" when it has none."""
@@ -97,129 +132,12 @@ def prose(section: Any) -> str:
     return file.read_text(encoding="utf-8") if file.is_file() else ""
 
 
-SECTIONS: tuple[Section, ...] = (
-    Section("matrix", "Matrix", ("heatmaps",), ("matrix",), "no matrix cells in the selected runs"),
-    Section(
-        "costs",
-        "Costs & accuracy–cost frontier",
-        ("frontier_plot",),
-        ("costs", "frontier"),
-        "no matrix cells in the selected runs",
-    ),
-    Section(
-        "failures",
-        "Failure sets & categories",
-        ("category_bars",),
-        ("failures", "categories"),
-        "no C→W failure rows in the selected runs",
-    ),
-    Section(
-        "matched",
-        "Matched comparisons (Jaccard)",
-        ("jaccard_heatmap",),
-        ("matched",),
-        "no matched comparisons (needs two compressors with failures at the same task, reader and setting)",
-    ),
-    Section(
-        "separation",
-        "Separation",
-        ("forest_plot",),
-        ("separation",),
-        "no separation estimates (needs C→W and C→C rows with valid diagnostics in the same strata)",
-    ),
-    Section(
-        "intervention",
-        "Intervention",
-        (),
-        ("intervention", "intervention_cohort"),
-        "no intervention records in the selected runs",
-    ),
-    Section(
-        "contrast",
-        "Anchors vs structural metrics",
-        ("contrast_plot", "contrast_ratio_plot"),
-        ("contrast", "contrast_by_ratio", "onset"),
-        "no task in the selected runs declares an anchor/structural pair",
-    ),
-    Section(
-        "audit",
-        "Reader-upgrade audit",
-        ("reader_scaling",),
-        (
-            "audit_readers",
-            "audit_pairs",
-            "audit_panel",
-            "audit_heldout",
-            "audit_floor",
-            "audit_swap_difference",
-            "audit_slices",
-            "audit_changed",
-        ),
-        "no reader-upgrade audit (needs two or more readers sharing a task, evidence condition and setting)",
-    ),
-)
-
-#: sections of one benchmark's analyses: shown (and written as ``{anchor}.md``) only when the
-#: analysis produced any of their tables or figures, absent from the report otherwise
-OPTIONAL_SECTIONS: tuple[Section, ...] = (
-    *(
-        Section(anchor, heading, (), tables, "the audit did not run", optional=True)
-        for anchor, heading, tables in AUDIT_CONTROLS
-    ),  # ragscale A.6-A.7, after the audit
-    Section(
-        "audit_draws",
-        "Repeated artifact draws (ragscale Table 16, B.6)",
-        (),
-        ("audit_draws",),
-        "no repeated artifact draws",
-        optional=True,
-    ),
-    Section(
-        "provenance",
-        "External records: unknown fields",
-        (),
-        ("provenance",),
-        "every record is kvx's own",
-        optional=True,
-    ),
-    Section(
-        "kvdiagnosis",
-        "Workloads and setting tiers (KVDiagnosis)",
-        ("kvd_tier_heatmap", "kvd_tier_bars", "kvd_task_heatmap", "kvd_task_bars", "kvd_category_dots"),
-        tuple(KVDIAGNOSIS_TABLES),
-        "no compressed records in the selected runs",
-        optional=True,
-    ),
-    Section(
-        "tpbench",
-        "TPBench probes",
-        ("tpbench_rank_change",),
-        (*TPBENCH_TABLES, *TPBENCH_PAPER_TABLES, *GAP_TABLES),
-        "no TPBench records in the selected runs",
-        optional=True,
-    ),
-    Section(
-        "judges", "Judges", (), ("judge_agreement",), "no judged answers in the selected runs", optional=True
-    ),
-    Section(
-        "kvdiagnosis_extra",
-        "KVDiagnosis: paired cases, context demand, cross-reader coverage, PyramidKV audit",
-        kvd_extra.FIGURES,
-        kvd_extra.TABLES,
-        "no C→W rows with a diagnostic category and no KVDiagnosis release tables",
-        optional=True,
-    ),
-)
-
-#: tables the report shows a part of (the CSV holds every row)
-SHOWN: dict[str, Callable[[pd.DataFrame], pd.DataFrame]] = {"audit_changed": first_changed}
-
-
-def markdown_table(frame: pd.DataFrame) -> str:
-    """A GitHub Markdown table in display formatting (written here: ``tabulate`` is not a dependency)."""
+def markdown_table(frame: pd.DataFrame, display: Mapping[str, str] | None = None) -> str:
+    """A GitHub Markdown table in display formatting (written here: ``tabulate`` is not a dependency);
+    ``display`` gives the kind of columns whose name would mislead the rule (:func:`_kind`)."""
     if frame.columns.empty:
         return "_(empty table)_\n"
-    headers, numeric, rows = _display(frame)
+    headers, numeric, rows = _display(frame, display)
     lines = [
         _md_row(headers),
         _md_row(["---:" if n else "---" for n in numeric]),
@@ -228,18 +146,21 @@ def markdown_table(frame: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_tables(tables: Mapping[str, pd.DataFrame], out: Path) -> dict[str, tuple[Path, Path]]:
+def write_tables(
+    tables: Mapping[str, pd.DataFrame], out: Path, report: Report | None = None
+) -> dict[str, tuple[Path, Path]]:
     """Write ``{name}.csv`` (full precision, NaN empty) and ``{name}.md`` for every table.
 
     Floats are written as shortest round-trip reprs; ``pd.read_csv(..., float_precision="round_trip")``
     reads them back bit for bit (pandas' default parser can be off by one ulp).
     """
+    display = {} if report is None else report.display
     out.mkdir(parents=True, exist_ok=True)
     written = {}
     for name, frame in tables.items():
         csv_path, md_path = out / f"{name}.csv", out / f"{name}.md"
-        _integral_counts(frame).to_csv(csv_path, index=False, na_rep="")
-        md_path.write_text(markdown_table(frame), encoding="utf-8")
+        _integral_counts(frame, display.get(name)).to_csv(csv_path, index=False, na_rep="")
+        md_path.write_text(markdown_table(frame, display.get(name)), encoding="utf-8")
         written[name] = (csv_path, md_path)
     return written
 
@@ -250,28 +171,26 @@ def write_html(
     out: Path,
     title: str,
     meta: Mapping[str, str],
-    sections: Sequence[Section] | None = None,
-    figure_table: Mapping[str, str] | None = None,
-    shown: Mapping[str, Callable[[pd.DataFrame], pd.DataFrame]] | None = None,
+    report: Report | None = None,
 ) -> Path:
     """Write one self-contained ``report.html``: inline CSS, base64 images (lazily decoded, sized from
     their PNG headers) and one small inline script that sorts tables by a clicked header; no remote
     links, so the page works offline from ``file://``.
 
-    ``sections`` are shown in order (default :data:`SECTIONS` then :data:`OPTIONAL_SECTIONS`; an
-    optional one only with content); tables in none of them follow under "Other tables". Each figure
-    stands below the table it draws (``figure_table``: figure key -> table, default
-    :func:`figure_tables`), at its section's top when that table has no rows. ``shown`` maps a table
-    to the part of it the page shows (default :data:`SHOWN`). Tables link to their CSV and Markdown
+    ``report`` (default: the installed catalogue's) orders the sections (an optional one only with
+    content); tables in none of them follow under "Other tables". Each figure stands below the table it
+    draws, at its section's top when that table has no rows. Tables link to their CSV and Markdown
     files in ``out`` by relative href when those files exist.
     """
+    report = report or Report.of(load(figures=True))
     out.mkdir(parents=True, exist_ok=True)
-    every = (*SECTIONS, *OPTIONAL_SECTIONS) if sections is None else tuple(sections)
-    placed = figure_tables() if figure_table is None else figure_table
-    shown = SHOWN if shown is None else shown
-    present = [s for s in every if not s.optional or _has_content(s, tables, figures)]
-    in_sections = {name for section in every for name in section.tables} | {"problems"}
-    other = [_table_view(name, frame, out) for name, frame in tables.items() if name not in in_sections]
+    present = [s for s in report.sections if not s.optional or _has_content(s, tables, figures)]
+    in_sections = {name for section in report.sections for name in section.tables} | {"problems"}
+    other = [
+        _table_view(name, frame, out, report.display.get(name))
+        for name, frame in tables.items()
+        if name not in in_sections
+    ]
     toc = [("validation", "Validation"), *((s.anchor, s.heading) for s in present)]
     if other:
         toc.append(("other", "Other tables"))
@@ -283,7 +202,7 @@ def write_html(
             meta=meta,
             toc=toc,
             validation=_validation_view(tables.get("problems", pd.DataFrame()), out),
-            sections=[_section_view(s, tables, figures, out, placed, shown) for s in present],
+            sections=[_section_view(s, tables, figures, out, report) for s in present],
             other=other,
             css=_asset("report.css"),
             script=_asset("sort.js"),
@@ -298,24 +217,23 @@ def write_section_markdown(
     tables: Mapping[str, pd.DataFrame],
     figures: Mapping[str, Sequence[Path]],
     out: Path,
-    sections: Sequence[Section] | None = None,
-    figure_table: Mapping[str, str] | None = None,
+    report: Report | None = None,
 ) -> list[Path]:
-    """Write ``{anchor}.md`` for every optional section with content (``sections``, default
-    :data:`OPTIONAL_SECTIONS`): its heading, its prose, its tables in display formatting each followed
-    by its figures (relative links; figures of a table not written come first), readable without the
-    HTML report."""
-    placed = figure_tables() if figure_table is None else figure_table
+    """Write ``{anchor}.md`` for every optional section with content: its heading, its prose, its
+    tables in display formatting each followed by its figures (relative links; figures of a table not
+    written come first), readable without the HTML report."""
+    report = report or Report.of(load(figures=True))
     written = []
-    for section in OPTIONAL_SECTIONS if sections is None else sections:
+    for section in report.sections:
         if not section.optional or not _has_content(section, tables, figures):
             continue
-        top, beside = _place(section, figures, placed, {name for name in section.tables if name in tables})
+        present = {name for name in section.tables if name in tables}
+        top, beside = _place(section, figures, report.figure_table, present)
         parts = [f"# {section.heading}\n", f"{prose(section).strip()}\n"]
         parts.extend(_markdown_image(path) for path in top)
         for name in section.tables:
             if name in tables:
-                parts.append(f"## {name}\n\n" + markdown_table(tables[name]))
+                parts.append(f"## {name}\n\n" + markdown_table(tables[name], report.display.get(name)))
                 parts.extend(_markdown_image(path) for path in beside.get(name, ()))
         out.mkdir(parents=True, exist_ok=True)
         path = out / f"{section.anchor}.md"
@@ -324,22 +242,14 @@ def write_section_markdown(
     return written
 
 
-def figure_tables() -> dict[str, str]:
-    """Figure key -> the table it draws, for every figure the catalogue declares
-    (:func:`kvx.aggregate.catalogue.load`; imports the figure modules, and so matplotlib)."""
-    from kvx.aggregate.catalogue import load
-
-    return {figure.key: figure.table for figure in load(figures=True).figures}
-
-
 def _has_content(
-    section: Section, tables: Mapping[str, pd.DataFrame], figures: Mapping[str, Sequence[Path]]
+    section: Placed, tables: Mapping[str, pd.DataFrame], figures: Mapping[str, Sequence[Path]]
 ) -> bool:
     return any(name in tables for name in section.tables) or any(figures.get(k) for k in section.figures)
 
 
 def _place(
-    section: Section,
+    section: Placed,
     figures: Mapping[str, Sequence[Path]],
     figure_table: Mapping[str, str],
     present: set[str],
@@ -362,12 +272,12 @@ def _markdown_image(path: Path) -> str:
     return f"![{path.stem}]({quote(path.name)})\n"
 
 
-def _integral_counts(frame: pd.DataFrame) -> pd.DataFrame:
+def _integral_counts(frame: pd.DataFrame, display: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Counts made float only by NaN cells are written as "12", not "12.0" (same values read back)."""
     converted = {}
     for name in frame.columns:
         column = frame[name]
-        if _kind(str(name), column) == "count" and column.dtype.kind == "f":
+        if _kind(str(name), column, display) == "count" and column.dtype.kind == "f":
             values = column.dropna()
             if np.isfinite(values).all() and (values == values.round()).all():
                 converted[name] = column.astype("Int64")
@@ -377,10 +287,13 @@ def _integral_counts(frame: pd.DataFrame) -> pd.DataFrame:
 # --- display formatting --------------------------------------------------------------------------
 
 
-def _kind(name: str, column: pd.Series) -> str:
-    """How a column is displayed: 'p', 'percent', 'count', 'float' or 'text'."""
+def _kind(name: str, column: pd.Series, display: Mapping[str, str] | None = None) -> str:
+    """How a column is displayed: 'p', 'percent', 'count', 'float' or 'text': as its table declares
+    (``display``), else by the rule on its name below."""
     if is_bool_dtype(column) or not is_numeric_dtype(column):
         return "text"
+    if display and name in display:
+        return display[name]
     if _P_VALUE.search(name):
         return "p"
     if _COUNT.search(name) or is_integer_dtype(column):  # before percent: retention_undefined_draws
@@ -418,9 +331,11 @@ def _format_float(number: float) -> str:
     return f"{number:.3g}"
 
 
-def _display(frame: pd.DataFrame) -> tuple[list[str], list[bool], list[list[str]]]:
+def _display(
+    frame: pd.DataFrame, display: Mapping[str, str] | None = None
+) -> tuple[list[str], list[bool], list[list[str]]]:
     """Headers (percent columns marked '(%)'), right-alignment flags and formatted cells."""
-    kinds = [_kind(str(name), frame[name]) for name in frame.columns]
+    kinds = [_kind(str(name), frame[name], display) for name in frame.columns]
     headers = [f"{name} (%)" if kind == "percent" else str(name) for name, kind in zip(frame.columns, kinds)]
     rows = [
         [_format(kind, value) for kind, value in zip(kinds, record)]
@@ -475,15 +390,14 @@ def _validation_view(problems: pd.DataFrame, out: Path) -> dict[str, Any] | None
 
 
 def _section_view(
-    section: Section,
+    section: Placed,
     tables: Mapping[str, pd.DataFrame],
     figures: Mapping[str, Sequence[Path]],
     out: Path,
-    figure_table: Mapping[str, str],
-    shown: Mapping[str, Callable[[pd.DataFrame], pd.DataFrame]],
+    report: Report,
 ) -> dict[str, Any]:
     present = {name: tables[name] for name in section.tables if name in tables and not tables[name].empty}
-    top, beside = _place(section, figures, figure_table, set(present))
+    top, beside = _place(section, figures, report.figure_table, set(present))
     view: dict[str, Any] = {
         "anchor": section.anchor,
         "heading": section.heading,
@@ -499,15 +413,13 @@ def _section_view(
     views = []
     for name in section.tables:
         if name in present:
-            frame = shown.get(name, _all)(present[name])
-            views.append(_table_view(name, frame, out, [_image(path) for path in beside.get(name, ())]))
+            shown = report.shown.get(name)
+            frame = present[name] if shown is None else shown(present[name])
+            images = [_image(path) for path in beside.get(name, ())]
+            views.append(_table_view(name, frame, out, report.display.get(name), images))
         else:
             views.append(_table_view(name, None, out))
     return {**view, "empty": None, "figures": [_image(path) for path in top], "tables": views}
-
-
-def _all(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame
 
 
 def _png_size(data: bytes) -> tuple[int, int] | None:
@@ -531,7 +443,11 @@ def _image(path: Path) -> dict[str, Any]:
 
 
 def _table_view(
-    name: str, frame: pd.DataFrame | None, out: Path, figures: Sequence[dict[str, Any]] = ()
+    name: str,
+    frame: pd.DataFrame | None,
+    out: Path,
+    display: Mapping[str, str] | None = None,
+    figures: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """A table in the Markdown formatting, capped at MAX_HTML_ROWS, with links to its files; ``None``
     (a table with no rows in its section) shows "No rows." without links."""
@@ -543,5 +459,5 @@ def _table_view(
     ]
     if frame.columns.empty:
         return view
-    headers, numeric, rows = _display(frame.head(MAX_HTML_ROWS))
+    headers, numeric, rows = _display(frame.head(MAX_HTML_ROWS), display)
     return {**view, "headers": headers, "numeric": numeric, "rows": rows, "n_rows": len(frame)}

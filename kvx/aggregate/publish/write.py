@@ -26,16 +26,18 @@ def publish(
 ) -> Path:
     """Tables, figures (drawn here when ``plots`` is True; already drawn when it is the figures) and the
     report, logged to MLflow when ``log_uri`` is given."""
-    from kvx.aggregate.publish.report import write_html, write_section_markdown, write_tables
+    from kvx.aggregate.publish.report import Report, write_html, write_section_markdown, write_tables
 
+    declared = catalogue.load(figures=bool(plots))  # without figures, matplotlib is never imported
+    shown = Report.of(declared)
     out.mkdir(parents=True, exist_ok=True)
-    write_tables(result.tables, out)
+    write_tables(result.tables, out, shown)
     figures: dict[str, list[Path]] = plots if isinstance(plots, dict) else {}
     if plots is True:
         from kvx.aggregate.publish.plots import plot_all
 
-        figures = plot_all(result.tables, out, catalogue.load(figures=True).figures, options.workers)
-    write_section_markdown(result.tables, figures, out)
+        figures = plot_all(result.tables, out, declared.figures, options.workers)
+    write_section_markdown(result.tables, figures, out, shown)
     errors = sum(p.severity == "error" for p in result.problems)
     meta = {
         **source.description,
@@ -50,7 +52,7 @@ def publish(
     (out / "summary.json").write_text(
         json.dumps({"meta": meta, "options": {**asdict(options), "export": str(options.export)}}, indent=2)
     )
-    report = write_html(result.tables, figures, out, TITLE, meta)
+    report = write_html(result.tables, figures, out, TITLE, meta, shown)
     if log_uri is not None:
         _log(log_uri, source, out, result, options)
     return report

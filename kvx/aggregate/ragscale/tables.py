@@ -65,7 +65,11 @@ PREDICTIVE = Section(
     True,
 )
 DRAWS = Section(
-    "audit_draws", "Repeated artifact draws (ragscale Table 16, B.6)", 85, "no repeated artifact draws", True
+    "repeated_draws",
+    "Repeated artifact draws (ragscale Table 16, B.6)",
+    85,
+    "no repeated artifact draws",
+    True,
 )
 
 
@@ -165,7 +169,7 @@ def audit_screen(control_tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return control_tables["audit_screen"]
 
 
-@table("audit_draws", "audit_draws")
+@table("audit_draws", "repeated_draws")
 def audit_draws(
     audit_frame: pd.DataFrame, audit_pairs: pd.DataFrame, audit_panel: pd.DataFrame
 ) -> pd.DataFrame | None:

@@ -39,7 +39,6 @@ from kvx.core.records import SUPPORTED
 __all__ = [
     "RELEASE_BOOT_SEED",
     "RELEASE_N_BOOT",
-    "TABLES",
     "crossover",
     "crossover_alpha",
     "gaps",
@@ -50,7 +49,6 @@ __all__ = [
 #: the release's paired dialogue bootstrap (``score_answers.py``, ``audit_p3_segments.py``)
 RELEASE_N_BOOT = TPBENCH_N_BOOT
 RELEASE_BOOT_SEED = TPBENCH_BOOT_SEED
-TABLES = ("tpbench_crossover", "tpbench_gap", "tpbench_tokens")
 NAN = math.nan
 _TIE = 1e-12  # accuracy differences this small are equal (seed means of the same answers)
 

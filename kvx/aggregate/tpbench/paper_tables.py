@@ -27,13 +27,11 @@ from kvx.core.records import ERROR, SUPPORTED, UNSUPPORTED
 from kvx.tasks.tpbench.text import alias_equivalent
 
 __all__ = [
-    "TABLES",
     "alias_excluded",
     "evidence",
     "kv_vs_selectors",
     "p1_seeds",
     "p3_parsed",
-    "paper_tables",
     "slot_type",
     "slot_types",
 ]
@@ -367,24 +365,3 @@ def p1_seeds(tp: pd.DataFrame) -> pd.DataFrame | None:
         return row
 
     return in_family_order(pd.DataFrame(_rows(part, GROUP, build), columns=P1_COLUMNS), PROBE_KEYS)
-
-
-#: every table this module writes, in report order, with what builds it
-_BUILDERS: tuple[tuple[str, Callable[[pd.DataFrame], pd.DataFrame | None]], ...] = (
-    ("tpbench_p1_seeds", p1_seeds),
-    ("tpbench_slot_types", slot_types),
-    ("tpbench_p3_alias_excluded", alias_excluded),
-    ("tpbench_p3_parsed", p3_parsed),
-    ("tpbench_evidence", evidence),
-    ("tpbench_kv_vs_selectors", kv_vs_selectors),
-)
-TABLES = tuple(name for name, _ in _BUILDERS)
-
-
-def paper_tables(tp: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Each table of this module whose inputs are present (its probe answered, a KV method run) in
-    the TPBench answers (``tpbench_rows``); none without them."""
-    if tp.empty:
-        return {}
-    built = {name: build(tp) for name, build in _BUILDERS}
-    return {name: frame for name, frame in built.items() if frame is not None}

@@ -33,7 +33,6 @@ from kvx.core.records import ERROR, SUPPORTED, TASK_READER, UNSUPPORTED
 
 __all__ = [
     "FULL",
-    "TABLES",
     "accuracy",
     "column_mean",
     "compression_methods",
@@ -525,19 +524,6 @@ def deletion(tp: pd.DataFrame) -> pd.DataFrame:
                 ident = dict(zip(keys, key)) | {"seed": str(seed)}
                 rows.append(ident | _paired(deleted, control, full_here, pair))
     return pd.DataFrame(rows, columns=DELETION_COLUMNS)
-
-
-#: every table this module writes, in report order
-TABLES = (
-    "tpbench_p1",
-    "tpbench_p2",
-    "tpbench_p3",
-    "tpbench_rankings",
-    "tpbench_spearman",
-    "tpbench_rank_change",
-    "tpbench_retention",
-    "tpbench_deletion",
-)
 
 
 def tpbench_tables(tp: pd.DataFrame, n_boot: int, seed: int) -> dict[str, pd.DataFrame]:
