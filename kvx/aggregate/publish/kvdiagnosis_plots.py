@@ -19,22 +19,22 @@ from kvx.aggregate.catalogue import figure
 from kvx.aggregate.kvdiagnosis.workloads import TIERS
 from kvx.aggregate.paired.matrix import NO_DIAGNOSTICS
 from kvx.aggregate.publish.plots import (
-    _EXTRA_COLORS,
-    _LINE_COLORS,
-    _MARKERS,
     CATEGORY_COLORS,
+    EXTRA_COLORS,
+    LINE_COLORS,
+    MARKERS,
     CellValue,
-    _category_order,
-    _cells,
-    _count,
-    _figure,
-    _first_seen,
-    _groups,
-    _heat,
-    _missing,
-    _save,
-    _slug,
+    category_order,
+    cell_values,
+    count_text,
+    first_seen,
+    groups_of,
+    heat,
+    is_missing,
+    new_figure,
     order_settings,
+    save,
+    slug,
 )
 
 __all__ = [
@@ -55,8 +55,8 @@ TIER_LABELS = {
 
 def _tier_rate(row: pd.Series) -> CellValue:
     value = row["cw_rate"]
-    counts = f"{_count(row['n_cw'])}/{_count(row['n_fc'])}"
-    return (np.nan, f"N/A\n{counts}") if _missing(value) else (100 * value, f"{100 * value:.1f}\n{counts}")
+    counts = f"{count_text(row['n_cw'])}/{count_text(row['n_fc'])}"
+    return (np.nan, f"N/A\n{counts}") if is_missing(value) else (100 * value, f"{100 * value:.1f}\n{counts}")
 
 
 @figure("kvd_tier_heatmap", "kvd_tiers")
@@ -67,16 +67,16 @@ def tier_heatmap(tiers: pd.DataFrame, out: Path) -> list[Path]:
         return []
     pooled = tiers[tiers["level"] == "workload"]
     paths = []
-    for (reader,), group in _groups(pooled, ["reader"]):
-        rows = _first_seen(group["workload"])
-        cells = {(k[0], TIER_LABELS[k[1]]): v for k, v in _cells(group, "workload", "tier").items()}
-        fig, (ax,) = _figure(2.0 * len(TIERS) + 3.5, 0.55 * len(rows) + 1.9, labels=rows)
+    for (reader,), group in groups_of(pooled, ["reader"]):
+        rows = first_seen(group["workload"])
+        cells = {(k[0], TIER_LABELS[k[1]]): v for k, v in cell_values(group, "workload", "tier").items()}
+        fig, (ax,) = new_figure(2.0 * len(TIERS) + 3.5, 0.55 * len(rows) + 1.9, labels=rows)
         vmax = max(10.0, 10 * float(np.ceil(10 * np.nan_to_num(group["cw_rate"].max()))))
         cols = [TIER_LABELS[t] for t in TIERS]
-        _heat(ax, cells, rows, cols, _tier_rate, "magma_r", (0.0, vmax), "C→W rate (%)")
+        heat(ax, cells, rows, cols, _tier_rate, "magma_r", (0.0, vmax), "C→W rate (%)")
         ax.set_xlabel("setting tier (retained share / QuantizedCache bits)")
         ax.set_title(f"C→W rate by workload and tier (C→W / n_FC) · {reader}", fontsize=10)
-        paths.append(_save(fig, out / f"{_slug('kvd-tier-rate', reader)}.png"))
+        paths.append(save(fig, out / f"{slug('kvd-tier-rate', reader)}.png"))
     return paths
 
 
@@ -89,13 +89,13 @@ def tier_bars(tiers: pd.DataFrame, out: Path) -> list[Path]:
         return []
     cells = tiers[tiers["level"] == "cell"]
     paths = []
-    for (name, reader), group in _groups(cells, ["workload", "reader"]):
+    for (name, reader), group in groups_of(cells, ["workload", "reader"]):
         placed = group[group["tier"] != ""]
         if placed.empty:
             continue
         sums = placed.groupby(["method", "tier"])[["n_cw", "n_supported"]].sum()
-        methods = _first_seen(placed["method"])
-        fig, (ax,) = _figure(0.9 * len(methods) + 3.0, 4.2)
+        methods = first_seen(placed["method"])
+        fig, (ax,) = new_figure(0.9 * len(methods) + 3.0, 4.2)
         width = 0.8 / len(TIERS)
         xs = np.arange(len(methods))
         for i, tier in enumerate(TIERS):
@@ -110,7 +110,7 @@ def tier_bars(tiers: pd.DataFrame, out: Path) -> list[Path]:
                 np.nan_to_num(heights),
                 width,
                 label=TIER_LABELS[tier].replace("\n", " "),
-                color=_LINE_COLORS[i],
+                color=LINE_COLORS[i],
             )
             for xi, h in zip(x, heights, strict=True):
                 ax.text(
@@ -128,19 +128,19 @@ def tier_bars(tiers: pd.DataFrame, out: Path) -> list[Path]:
         note = f"; {left_out} cells in no tier (kvd_tiers)" if left_out else ""
         ax.set_title(f"C→W rows by method and tier · {name} · {reader}{note}", fontsize=10)
         ax.legend(fontsize=7, frameon=False)
-        paths.append(_save(fig, out / f"{_slug('kvd-tier-bars', name, reader)}.png"))
+        paths.append(save(fig, out / f"{slug('kvd-tier-bars', name, reader)}.png"))
     return paths
 
 
 def _task_count(row: pd.Series) -> CellValue:
     if row["n_supported"] == 0:
         return np.nan, "N/A"
-    return float(row["n_cw"]), _count(row["n_cw"])
+    return float(row["n_cw"]), count_text(row["n_cw"])
 
 
 def _with_tasks(frame: pd.DataFrame) -> list[tuple[tuple[str, ...], pd.DataFrame]]:
     """Workload x reader groups with two or more tasks: a task-by-method view of one task says nothing."""
-    return [(k, g) for k, g in _groups(frame, ["workload", "reader"]) if g["task"].nunique() > 1]
+    return [(k, g) for k, g in groups_of(frame, ["workload", "reader"]) if g["task"].nunique() > 1]
 
 
 @figure("kvd_task_heatmap", "kvd_task_failures")
@@ -151,14 +151,23 @@ def task_heatmap(task_failures: pd.DataFrame, out: Path) -> list[Path]:
         return []
     paths = []
     for (name, reader), group in _with_tasks(task_failures):
-        rows, cols = _first_seen(group["task"]), _first_seen(group["method"])
-        fig, (ax,) = _figure(1.0 * len(cols) + 4.0, 0.5 * len(rows) + 2.0, labels=rows)
+        rows, cols = first_seen(group["task"]), first_seen(group["method"])
+        fig, (ax,) = new_figure(1.0 * len(cols) + 4.0, 0.5 * len(rows) + 2.0, labels=rows)
         top = max(1.0, float(group["n_cw"].max()))
-        _heat(ax, _cells(group, "task", "method"), rows, cols, _task_count, "magma_r", (0.0, top), "C→W rows")
+        heat(
+            ax,
+            cell_values(group, "task", "method"),
+            rows,
+            cols,
+            _task_count,
+            "magma_r",
+            (0.0, top),
+            "C→W rows",
+        )
         ax.set_xlabel("method (all settings)")
         ax.tick_params(axis="x", labelrotation=30)
         ax.set_title(f"C→W rows by task and method · {name} · {reader}", fontsize=10)
-        paths.append(_save(fig, out / f"{_slug('kvd-task-method', name, reader)}.png"))
+        paths.append(save(fig, out / f"{slug('kvd-task-method', name, reader)}.png"))
     return paths
 
 
@@ -171,16 +180,16 @@ def task_bars(task_failures: pd.DataFrame, out: Path) -> list[Path]:
     paths = []
     for (name, reader), group in _with_tasks(task_failures):
         per = group.groupby("task", sort=False)["n_cw"].sum()
-        fig, (ax,) = _figure(7.0, 0.4 * len(per) + 1.6, labels=per.index)
+        fig, (ax,) = new_figure(7.0, 0.4 * len(per) + 1.6, labels=per.index)
         ys = np.arange(len(per))
-        ax.barh(ys, per.to_numpy(float), color=_LINE_COLORS[0])
+        ax.barh(ys, per.to_numpy(float), color=LINE_COLORS[0])
         for y, n in zip(ys, per.to_numpy(), strict=True):
             ax.text(n, y, f" {n}", va="center", fontsize=7)
         ax.set_yticks(ys, labels=list(per.index))
         ax.set_ylim(len(per) - 0.5, -0.5)
         ax.set_xlabel("C→W rows (every method and setting)")
         ax.set_title(f"C→W rows by task · {name} · {reader}", fontsize=10)
-        paths.append(_save(fig, out / f"{_slug('kvd-task-bars', name, reader)}.png"))
+        paths.append(save(fig, out / f"{slug('kvd-task-bars', name, reader)}.png"))
     return paths
 
 
@@ -192,14 +201,14 @@ def category_dots(workload_categories: pd.DataFrame, out: Path) -> list[Path]:
     if workload_categories.empty:
         return []
     paths = []
-    for (reader,), group in _groups(workload_categories, ["reader"]):
-        missing = _first_seen(group.loc[group["category"] == NO_DIAGNOSTICS, "workload"])
+    for (reader,), group in groups_of(workload_categories, ["reader"]):
+        missing = first_seen(group.loc[group["category"] == NO_DIAGNOSTICS, "workload"])
         shown = group[group["category"] != NO_DIAGNOSTICS]
         if shown.empty:
             continue
-        order = _category_order(shown["category"])
+        order = category_order(shown["category"])
         ys = {c: i for i, c in enumerate(order)}
-        fig, (ax,) = _figure(8.5, 0.45 * len(order) + 2.2, labels=order)
+        fig, (ax,) = new_figure(8.5, 0.45 * len(order) + 2.2, labels=order)
         for category in order:
             shares = 100 * shown.loc[shown["category"] == category, "share"].astype(float)
             if len(shares) > 1:
@@ -211,8 +220,8 @@ def category_dots(workload_categories: pd.DataFrame, out: Path) -> list[Path]:
             label = f"{name} (n={n_cw}" + (f", {derived} derived)" if derived else ")")
             x = 100 * part["share"].to_numpy(float)
             y = part["category"].map(ys).to_numpy(float)
-            color = (_LINE_COLORS + _EXTRA_COLORS)[i % (len(_LINE_COLORS) + len(_EXTRA_COLORS))]
-            ax.scatter(x, y, marker=_MARKERS[i % len(_MARKERS)], color=color, label=label, zorder=3)
+            color = (LINE_COLORS + EXTRA_COLORS)[i % (len(LINE_COLORS) + len(EXTRA_COLORS))]
+            ax.scatter(x, y, marker=MARKERS[i % len(MARKERS)], color=color, label=label, zorder=3)
             offset = 9 if i % 2 == 0 else -11
             for xi, yi, rows in zip(x, y, part["rows"].to_numpy(), strict=True):
                 ax.annotate(
@@ -233,7 +242,7 @@ def category_dots(workload_categories: pd.DataFrame, out: Path) -> list[Path]:
         note = f"\nno categorized C→W rows: {', '.join(missing)}" if missing else ""
         ax.set_title(f"Diagnostic categories by workload (labels: rows) · {reader}{note}", fontsize=10)
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
-        paths.append(_save(fig, out / f"{_slug('kvd-category-dots', reader)}.png"))
+        paths.append(save(fig, out / f"{slug('kvd-category-dots', reader)}.png"))
     return paths
 
 
@@ -256,7 +265,7 @@ def _profile_cell(column: str) -> Callable[[pd.Series], CellValue]:
         if column in ("err", "ecov") and STRUCTURAL in str(row.get("coverage") or "").split("/"):
             return np.nan, "N/A (S)"  # structural addressability: coverage is not one, it is undefined
         value = row.get(column)
-        return (np.nan, "N/A") if _missing(value) else (float(value), f"{value:.3f}")
+        return (np.nan, "N/A") if is_missing(value) else (float(value), f"{value:.3f}")
 
     return cell
 
@@ -271,10 +280,10 @@ def settings_profile(settings: pd.DataFrame, out: Path) -> list[Path]:
     if settings.empty:
         return []
     paths = []
-    for (task,), group in _groups(settings, ["task"]):
-        rows, cols = _first_seen(group["compressor"]), order_settings(group["setting"])
-        cells = _cells(group, "compressor", "setting")
-        fig, axes = _figure(
+    for (task,), group in groups_of(settings, ["task"]):
+        rows, cols = first_seen(group["compressor"]), order_settings(group["setting"])
+        cells = cell_values(group, "compressor", "setting")
+        fig, axes = new_figure(
             3 * (0.9 * len(cols) + 2.6),
             2 * (0.42 * len(rows) + 1.3),
             ncols=3,
@@ -295,8 +304,8 @@ def settings_profile(settings: pd.DataFrame, out: Path) -> list[Path]:
                 else (min(0.0, float(np.nanmin(values.fillna(0)))), max(top, 1e-9))
             )
             cmap = "viridis" if higher else "magma_r"
-            _heat(ax, cells, rows, cols, _profile_cell(column), cmap, limits, title)
+            heat(ax, cells, rows, cols, _profile_cell(column), cmap, limits, title)
             ax.set_title(f"{title} ({'higher' if higher else 'lower'} preferred)", fontsize=9)
         fig.suptitle(f"C→W diagnostics by method and setting (Table 14) · {task}", fontsize=10)
-        paths.append(_save(fig, out / f"{_slug('kvd-settings-profile', task)}.png"))
+        paths.append(save(fig, out / f"{slug('kvd-settings-profile', task)}.png"))
     return paths

@@ -33,7 +33,22 @@ from kvx.core.records import CELL, PANEL_METRIC, TASK_READER
 from kvx.diagnostics.categories import CATEGORIES
 
 __all__ = [
+    "CATEGORY_COLORS",
+    "EXTRA_COLORS",
+    "LINE_COLORS",
+    "MARKERS",
+    "CellValue",
     "category_bars",
+    "category_order",
+    "cell_values",
+    "count_text",
+    "first_seen",
+    "groups_of",
+    "heat",
+    "is_missing",
+    "new_figure",
+    "save",
+    "slug",
     "forest_plot",
     "frontier_plot",
     "heatmaps",
@@ -55,7 +70,7 @@ CATEGORY_COLORS: dict[str, str] = dict(
         strict=True,
     )
 )
-_EXTRA_COLORS = ("#000000", "#661100", "#332288", "#117733")
+EXTRA_COLORS = ("#000000", "#661100", "#332288", "#117733")
 _POOLED = "all"
 PANELS_PER_ROW = 5  # small multiples wrap after this many panels
 #: inches of row labels every figure's width already leaves room for (about 18 characters); longer
@@ -84,22 +99,22 @@ def heatmaps(matrix: pd.DataFrame, out: Path) -> list[Path]:
     if matrix.empty:
         return []
     paths = []
-    for (task, reader), group in _groups(_tasks_pooled_last(matrix), TASK_READER):
+    for (task, reader), group in groups_of(_tasks_pooled_last(matrix), TASK_READER):
         compressed = group[group["compressor"] != "FullCache"]
         if compressed.empty:
             continue
-        rows = _first_seen(compressed["compressor"])
+        rows = first_seen(compressed["compressor"])
         cols = order_settings(compressed["setting"])
-        cells = _cells(compressed, "compressor", "setting")
-        fig, (ax_a, ax_b) = _figure(
+        cells = cell_values(compressed, "compressor", "setting")
+        fig, (ax_a, ax_b) = new_figure(
             2 * (1.1 * len(cols) + 2.2), 0.55 * len(rows) + 1.8, ncols=2, labels=rows, labelled=2
         )
-        _heat(ax_a, cells, rows, cols, _score_cell, "viridis", (0.0, 100.0), "mean task score (%)")
-        _heat(ax_b, cells, rows, cols, _rate_cell, "magma_r", (0.0, _rate_vmax(compressed)), "C→W rate (%)")
+        heat(ax_a, cells, rows, cols, _score_cell, "viridis", (0.0, 100.0), "mean task score (%)")
+        heat(ax_b, cells, rows, cols, _rate_cell, "magma_r", (0.0, _rate_vmax(compressed)), "C→W rate (%)")
         ax_a.set_title("(A) mean task score (%)")
         ax_b.set_title("(B) C→W rate (%), C→W / n_FC")
         fig.suptitle(f"{task} · {reader}\n{_fullcache_line(group)}", fontsize=10)
-        paths.append(_save(fig, out / f"{_slug('heatmap', task, reader)}.png"))
+        paths.append(save(fig, out / f"{slug('heatmap', task, reader)}.png"))
     return paths
 
 
@@ -114,20 +129,29 @@ def jaccard_heatmap(matched: pd.DataFrame, out: Path) -> list[Path]:
     if matched.empty:
         return []
     paths = []
-    for (reader,), group in _groups(matched, ["reader"]):
+    for (reader,), group in groups_of(matched, ["reader"]):
         group = group.assign(
             pair=group["compressor_a"].astype(str) + " vs " + group["compressor_b"].astype(str)
         )
-        rows = _first_seen(group["pair"])
+        rows = first_seen(group["pair"])
         cols = order_settings(group["setting"])
-        panels = list(_groups(_tasks_pooled_last(group), ["task"]))
+        panels = list(groups_of(_tasks_pooled_last(group), ["task"]))
         ncols = min(len(panels), PANELS_PER_ROW)
         nrows = -(-len(panels) // ncols)
-        fig, axes = _figure(
+        fig, axes = new_figure(
             ncols * (0.9 * len(cols) + 1.0) + 3.0, nrows * (0.32 * len(rows) + 1.2) + 1.0, ncols, nrows, rows
         )
         for i, (ax, ((task,), panel)) in enumerate(zip(axes, panels, strict=False)):
-            _heat(ax, _cells(panel, "pair", "setting"), rows, cols, _jaccard_cell, "viridis", (0.0, 1.0), "")
+            heat(
+                ax,
+                cell_values(panel, "pair", "setting"),
+                rows,
+                cols,
+                _jaccard_cell,
+                "viridis",
+                (0.0, 1.0),
+                "",
+            )
             ax.set_title(task, fontsize=9)
             if i % ncols:
                 ax.tick_params(labelleft=False)
@@ -135,7 +159,7 @@ def jaccard_heatmap(matched: pd.DataFrame, out: Path) -> list[Path]:
             ax.set_visible(False)
         fig.colorbar(axes[0].images[0], ax=axes, label="Jaccard", shrink=0.8)
         fig.suptitle(f"Failure-set Jaccard of compressor pairs · reader {reader}", fontsize=10)
-        paths.append(_save(fig, out / f"{_slug('jaccard', reader)}.png"))
+        paths.append(save(fig, out / f"{slug('jaccard', reader)}.png"))
     return paths
 
 
@@ -153,18 +177,18 @@ def category_bars(categories: pd.DataFrame, out: Path) -> list[Path]:
         return []
     pooled = categories[categories["task"] == _POOLED]
     per_cell = categories[categories["task"] != _POOLED]
-    order = _category_order(categories["category"])
-    groups = list(_groups(per_cell, TASK_READER)) or [((_POOLED, _POOLED), per_cell)]
+    order = category_order(categories["category"])
+    groups = list(groups_of(per_cell, TASK_READER)) or [((_POOLED, _POOLED), per_cell)]
     paths = []
     for (task, reader), group in groups:
         bars = _bars(group, "") + _bars(pooled, "all tasks (pooled)")
         if not bars:
             continue
-        fig, (ax,) = _figure(9.0, 0.45 * len(bars) + 1.8, labels=[label for label, _ in bars])
+        fig, (ax,) = new_figure(9.0, 0.45 * len(bars) + 1.8, labels=[label for label, _ in bars])
         _stacked(ax, bars, order)
         title = "all tasks (pooled)" if task == _POOLED else f"{task} · {reader}"
         ax.set_title(f"C→W diagnostic categories: {title}", fontsize=10)
-        paths.append(_save(fig, out / f"{_slug('categories', task, reader)}.png"))
+        paths.append(save(fig, out / f"{slug('categories', task, reader)}.png"))
     return paths
 
 
@@ -175,7 +199,7 @@ def forest_plot(separation: pd.DataFrame, out: Path) -> list[Path]:
         return []
     n = len(separation)
     labels = [_forest_label(row) for row in separation.itertuples(index=False)]
-    fig, (ax,) = _figure(7.5, 0.5 * n + 1.4, labels=labels)
+    fig, (ax,) = new_figure(7.5, 0.5 * n + 1.4, labels=labels)
     ys = np.arange(n)
     for y, row in zip(ys, separation.itertuples(index=False), strict=True):
         _forest_row(ax, float(y), row)
@@ -186,7 +210,7 @@ def forest_plot(separation: pd.DataFrame, out: Path) -> list[Path]:
     ax.set_xlabel("stratified AUROC, C→W vs C→C (95% interval, descriptive)")
     ax.set_title("Diagnostic separation of failed from successful compression", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
-    return [_save(fig, out / "forest_separation.png")]
+    return [save(fig, out / "forest_separation.png")]
 
 
 @figure("reader_scaling", "audit_readers", split=PANEL_METRIC)
@@ -199,15 +223,15 @@ def reader_scaling(audit_readers: pd.DataFrame, out: Path) -> list[Path]:
     if audit_readers.empty:
         return []
     paths = []
-    for key, group in _groups(audit_readers, [c for c in PANEL_METRIC if c in audit_readers]):
+    for key, group in groups_of(audit_readers, [c for c in PANEL_METRIC if c in audit_readers]):
         valid = group[np.isfinite(group["raw_mean"]) & np.isfinite(group["comp_mean"])]
         if len(valid) < 2:
             continue
         *task, compressor, setting, metric = key
-        fig, (ax,) = _figure(6.0, 6.0)
+        fig, (ax,) = new_figure(6.0, 6.0)
         _scaling(ax, valid)
         ax.set_title(f"{' · '.join(task)} · {compressor}@{setting} · {metric}", fontsize=10)
-        paths.append(_save(fig, out / f"{_slug('scaling', *key)}.png"))
+        paths.append(save(fig, out / f"{slug('scaling', *key)}.png"))
     return paths
 
 
@@ -219,11 +243,11 @@ def contrast_plot(contrast: pd.DataFrame, out: Path) -> list[Path]:
     if contrast.empty:
         return []
     paths = []
-    for key, group in _groups(contrast, [*TASK_READER, "anchor", "structural"]):
+    for key, group in groups_of(contrast, [*TASK_READER, "anchor", "structural"]):
         task, reader, anchor, structural = key
-        fig, (ax,) = _figure(7.5, 4.5)
+        fig, (ax,) = new_figure(7.5, 4.5)
         for i, (compressor, rows) in enumerate(group.sort_values("ratio").groupby("compressor", sort=True)):
-            color = _LINE_COLORS[i % len(_LINE_COLORS)]
+            color = LINE_COLORS[i % len(LINE_COLORS)]
             for metric, column, style in (
                 (structural, "structural_kept", "-o"),
                 (anchor, "anchor_kept", "--s"),
@@ -240,7 +264,7 @@ def contrast_plot(contrast: pd.DataFrame, out: Path) -> list[Path]:
         ax.set_title(f"{task} · {reader}: {anchor} (dashed) vs {structural} (solid)", fontsize=10)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
         ax.grid(alpha=0.3)
-        paths.append(_save(fig, out / f"{_slug('contrast', *key)}.png"))
+        paths.append(save(fig, out / f"{slug('contrast', *key)}.png"))
     return paths
 
 
@@ -254,8 +278,8 @@ def contrast_ratio_plot(by_ratio: pd.DataFrame, out: Path) -> list[Path]:
     if drawn.empty:
         return []
     paths = []
-    for (task, reader), group in _groups(drawn, TASK_READER):
-        fig, (ax,) = _figure(7.0, 4.5)
+    for (task, reader), group in groups_of(drawn, TASK_READER):
+        fig, (ax,) = new_figure(7.0, 4.5)
         metrics = sorted(
             group["metric"].unique(), key=lambda m: (group[group["metric"] == m]["role"].iloc[0], m)
         )
@@ -267,7 +291,7 @@ def contrast_ratio_plot(by_ratio: pd.DataFrame, out: Path) -> list[Path]:
             x = np.concatenate([[0.0], rows["ratio"].to_numpy(float)])
             y = np.concatenate([[1.0], rows["kept"].to_numpy(float)])
             style = "--s" if role == "anchor" else "-o"
-            ax.plot(x, y, style, color=_LINE_COLORS[i % len(_LINE_COLORS)], label=label)
+            ax.plot(x, y, style, color=LINE_COLORS[i % len(LINE_COLORS)], label=label)
         ax.axhline(1.0, color="gray", linewidth=0.8, linestyle=":")
         top = float(np.nanmax(group["kept"].to_numpy(float), initial=1.0))  # a share may pass 1: keep it
         ax.set_ylim(-0.02, max(1.1, top + 0.1))
@@ -278,12 +302,12 @@ def contrast_ratio_plot(by_ratio: pd.DataFrame, out: Path) -> list[Path]:
         ax.set_title(f"{task} · {reader}: mean over {n} compressor(s) per ratio", fontsize=10)
         ax.legend(fontsize=8, loc="lower left")
         ax.grid(alpha=0.3)
-        paths.append(_save(fig, out / f"{_slug('contrast_by_ratio', task, reader)}.png"))
+        paths.append(save(fig, out / f"{slug('contrast_by_ratio', task, reader)}.png"))
     return paths
 
 
-_LINE_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
-_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">")
+LINE_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">")
 _FRONTIER_PANELS = (
     ("accuracy", "(A) accuracy, higher is better", "accuracy (%)"),
     ("cw_rate", "(B) C→W rate, lower is better", "C→W rate (%), C→W / n_FC"),
@@ -300,16 +324,15 @@ def frontier_plot(frontier: pd.DataFrame, out: Path) -> list[Path]:
     if frontier.empty:
         return []
     paths = []
-    for (task, reader), group in _groups(_tasks_pooled_last(frontier), TASK_READER):
+    for (task, reader), group in groups_of(_tasks_pooled_last(frontier), TASK_READER):
         placed = group[group["left_out"] == ""]
         methods = sorted(set(placed["compressor"]) - {"FullCache"})
         if not methods:
             continue
         styles = {
-            m: (_LINE_COLORS[i % len(_LINE_COLORS)], _MARKERS[i % len(_MARKERS)])
-            for i, m in enumerate(methods)
+            m: (LINE_COLORS[i % len(LINE_COLORS)], MARKERS[i % len(MARKERS)]) for i, m in enumerate(methods)
         }
-        fig, axes = _figure(13.0, 5.5, ncols=2)
+        fig, axes = new_figure(13.0, 5.5, ncols=2)
         for ax, (metric, title, label) in zip(axes, _FRONTIER_PANELS, strict=True):
             _front_panel(ax, placed[placed["metric"] == metric], styles)
             ax.set_title(title, fontsize=10)
@@ -317,7 +340,7 @@ def frontier_plot(frontier: pd.DataFrame, out: Path) -> list[Path]:
         left = group.loc[group["left_out"] != "", ["compressor", "setting"]].drop_duplicates()
         note = f"\n{len(left)} row(s) left out, see the frontier table" if len(left) else ""
         fig.suptitle(f"{task} · {reader}: accuracy and C→W rate vs KV bytes{note}", fontsize=10)
-        paths.append(_save(fig, out / f"{_slug('frontier', task, reader)}.png"))
+        paths.append(save(fig, out / f"{slug('frontier', task, reader)}.png"))
     return paths
 
 
@@ -367,19 +390,19 @@ def tpbench_rank_change(ranks: pd.DataFrame, out: Path) -> list[Path]:
     if ranks.empty:
         return []
     paths = []
-    for (reader, budget), group in _groups(ranks, ["reader", "budget"]):
-        panels = list(_groups(group, ["corpus", "p1_task", "p2_task"]))
+    for (reader, budget), group in groups_of(ranks, ["reader", "budget"]):
+        panels = list(groups_of(group, ["corpus", "p1_task", "p2_task"]))
         most = max(len(panel) for _, panel in panels)
         methods = sorted(group["method"].astype(str).unique())  # one color per method in every panel
-        colors = {m: _LINE_COLORS[i % len(_LINE_COLORS)] for i, m in enumerate(methods)}
-        fig, axes = _figure(5.2 * len(panels), 0.42 * most + 2.0, ncols=len(panels))
+        colors = {m: LINE_COLORS[i % len(LINE_COLORS)] for i, m in enumerate(methods)}
+        fig, axes = new_figure(5.2 * len(panels), 0.42 * most + 2.0, ncols=len(panels))
         for ax, ((corpus, p1_task, p2_task), panel) in zip(axes, panels, strict=True):
             _rank_lines(ax, panel, colors)
             ax.set_title(f"{corpus or 'corpus N/A'}\n{p1_task} vs {p2_task}", fontsize=9)
         fig.suptitle(
             f"TPBench rank changes · {reader} · {budget} (solid: position-only selectors)", fontsize=10
         )
-        paths.append(_save(fig, out / f"{_slug('tpbench_rank_change', reader, budget)}.png"))
+        paths.append(save(fig, out / f"{slug('tpbench_rank_change', reader, budget)}.png"))
     return paths
 
 
@@ -471,7 +494,7 @@ def _parts(frame: pd.DataFrame, keys: Sequence[str]) -> list[pd.DataFrame]:
     if frame.empty or not keys:
         return [frame]
     ordered = _tasks_pooled_last(frame) if "task" in keys else frame
-    return [group for _, group in _groups(ordered, keys)]
+    return [group for _, group in groups_of(ordered, keys)]
 
 
 def _draw_one(job: Job) -> list[Path]:
@@ -490,11 +513,11 @@ def _as_float(label: str) -> float | None:
     return value if np.isfinite(value) else None
 
 
-def _first_seen(values: pd.Series) -> list[str]:
+def first_seen(values: pd.Series) -> list[str]:
     return list(dict.fromkeys(str(v) for v in values))
 
 
-def _groups(frame: pd.DataFrame, keys: list[str]) -> Iterable[tuple[tuple[str, ...], pd.DataFrame]]:
+def groups_of(frame: pd.DataFrame, keys: list[str]) -> Iterable[tuple[tuple[str, ...], pd.DataFrame]]:
     """Groups in first-seen order; keys as strings so labels and file names agree."""
     for key, group in frame.groupby(keys, sort=False, dropna=False):
         yield tuple(str(k) for k in key), group
@@ -504,23 +527,23 @@ def _tasks_pooled_last(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values("task", key=lambda s: s == "pooled", kind="stable")
 
 
-def _cells(frame: pd.DataFrame, row_key: str, col_key: str) -> dict[tuple[str, str], pd.Series]:
+def cell_values(frame: pd.DataFrame, row_key: str, col_key: str) -> dict[tuple[str, str], pd.Series]:
     return {(str(r[row_key]), str(r[col_key])): r for _, r in frame.iterrows()}
 
 
-def _slug(*parts: Hashable) -> str:
+def slug(*parts: Hashable) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", "_".join(str(p) for p in parts)).strip("-")
 
 
 def _pct(value: object) -> str:
-    return "N/A" if _missing(value) else f"{100 * float(value):.1f}%"
+    return "N/A" if is_missing(value) else f"{100 * float(value):.1f}%"
 
 
-def _count(value: object) -> str:
-    return "N/A" if _missing(value) else str(int(float(value)))
+def count_text(value: object) -> str:
+    return "N/A" if is_missing(value) else str(int(float(value)))
 
 
-def _missing(value: object) -> bool:
+def is_missing(value: object) -> bool:
     return value is None or (isinstance(value, float | np.floating) and not np.isfinite(value))
 
 
@@ -536,26 +559,26 @@ def _na_text(row: pd.Series) -> str:
 
 def _score_cell(row: pd.Series) -> CellValue:
     value = row["quality"]
-    return (np.nan, _na_text(row)) if _missing(value) else (100 * value, f"{100 * value:.1f}")
+    return (np.nan, _na_text(row)) if is_missing(value) else (100 * value, f"{100 * value:.1f}")
 
 
 def _rate_cell(row: pd.Series) -> CellValue:
     value = row["cw_rate"]
-    if _missing(value):
+    if is_missing(value):
         return np.nan, _na_text(row)
-    return 100 * value, f"{100 * value:.1f}\n{_count(row['n_cw'])}/{_count(row['n_fc'])}"
+    return 100 * value, f"{100 * value:.1f}\n{count_text(row['n_cw'])}/{count_text(row['n_fc'])}"
 
 
 def _jaccard_cell(row: pd.Series) -> CellValue:
-    counts = f"({_count(row['intersection'])}/{_count(row['union'])})"
+    counts = f"({count_text(row['intersection'])}/{count_text(row['union'])})"
     value = row["jaccard"]
-    return (np.nan, f"N/A\n{counts}") if _missing(value) else (value, f"{value:.2f}\n{counts}")
+    return (np.nan, f"N/A\n{counts}") if is_missing(value) else (value, f"{value:.2f}\n{counts}")
 
 
 def _rate_vmax(compressed: pd.DataFrame) -> float:
     """Color scale for C→W rates: the next 10% step above the largest rate (at least 10%)."""
     top = compressed["cw_rate"].max(skipna=True)
-    return 10.0 if _missing(top) else float(max(10.0, 10 * np.ceil(10 * top)))
+    return 10.0 if is_missing(top) else float(max(10.0, 10 * np.ceil(10 * top)))
 
 
 def _fullcache_line(group: pd.DataFrame) -> str:
@@ -565,11 +588,11 @@ def _fullcache_line(group: pd.DataFrame) -> str:
     row = control.iloc[0]
     return (
         f"FullCache: score {_pct(row['quality'])}, accuracy {_pct(row['accuracy'])}, "
-        f"n_FC = {_count(row['n_fc'])} of {_count(row['n_sources'])} sources"
+        f"n_FC = {count_text(row['n_fc'])} of {count_text(row['n_sources'])} sources"
     )
 
 
-def _heat(
+def heat(
     ax: Axes,
     cells: Mapping[tuple[str, str], pd.Series],
     rows: Sequence[str],
@@ -629,7 +652,7 @@ def _ink(rgba: Sequence[float]) -> str:
 Bar = tuple[str, dict[str, float]]
 
 
-def _category_order(categories: pd.Series) -> list[str]:
+def category_order(categories: pd.Series) -> list[str]:
     present = set(categories.astype(str))
     known = [c for c in CATEGORIES if c in present]
     return known + sorted(present - set(CATEGORIES))
@@ -638,15 +661,15 @@ def _category_order(categories: pd.Series) -> list[str]:
 def _bars(frame: pd.DataFrame, pooled_label: str) -> list[Bar]:
     """One bar per compressor@setting (or the single pooled bar) with its category shares."""
     bars = []
-    for (_, _, compressor, setting), cell in _groups(frame, CELL):
+    for (_, _, compressor, setting), cell in groups_of(frame, CELL):
         name = pooled_label or f"{compressor}@{setting}"
-        label = f"{name} (n={_count(cell['rows'].sum())})"
+        label = f"{name} (n={count_text(cell['rows'].sum())})"
         bars.append((label, dict(zip(cell["category"].astype(str), cell["share"].astype(float)))))
     return bars
 
 
 def _stacked(ax: Axes, bars: Sequence[Bar], order: Sequence[str]) -> None:
-    extra = iter(_EXTRA_COLORS * len(order))
+    extra = iter(EXTRA_COLORS * len(order))
     colors = {c: CATEGORY_COLORS.get(c) or next(extra) for c in order}
     ys = np.arange(len(bars))
     left = np.zeros(len(bars))
@@ -680,19 +703,19 @@ def _stacked(ax: Axes, bars: Sequence[Bar], order: Sequence[str]) -> None:
 def _forest_label(row: Any) -> str:
     return (
         f"{row.metric} ({row.direction} = risk)\n"
-        f"C→W {_count(row.n_cw)} / C→C {_count(row.n_cc)}, {_count(row.n_strata)} strata"
+        f"C→W {count_text(row.n_cw)} / C→C {count_text(row.n_cc)}, {count_text(row.n_strata)} strata"
     )
 
 
 def _forest_row(ax: Axes, y: float, row: Any) -> None:
     """Point and whiskers where defined; the right margin always states the estimate or N/A."""
-    if not _missing(row.auroc):
+    if not is_missing(row.auroc):
         # a percentile bootstrap interval need not contain the estimate: clip, never a negative whisker
-        low = max(0.0, row.auroc - row.ci_low) if not _missing(row.ci_low) else 0.0
-        high = max(0.0, row.ci_high - row.auroc) if not _missing(row.ci_high) else 0.0
+        low = max(0.0, row.auroc - row.ci_low) if not is_missing(row.ci_low) else 0.0
+        high = max(0.0, row.ci_high - row.auroc) if not is_missing(row.ci_high) else 0.0
         ax.errorbar(row.auroc, y, xerr=[[low], [high]], fmt="o", color="#0072B2", capsize=3)
-    text = "N/A" if _missing(row.auroc) else f"{row.auroc:.3f}"
-    if not (_missing(row.ci_low) or _missing(row.ci_high)):
+    text = "N/A" if is_missing(row.auroc) else f"{row.auroc:.3f}"
+    if not (is_missing(row.ci_low) or is_missing(row.ci_high)):
         text += f" [{row.ci_low:.3f}, {row.ci_high:.3f}]"
     ax.text(1.02, y, text, transform=ax.get_yaxis_transform(), va="center", fontsize=8, clip_on=False)
 
@@ -742,7 +765,7 @@ def _scaling(ax: Axes, valid: pd.DataFrame) -> None:
 # --- figure plumbing -----------------------------------------------------------------------------
 
 
-def _figure(
+def new_figure(
     width: float, height: float, ncols: int = 1, nrows: int = 1, labels: Iterable[str] = (), labelled: int = 1
 ) -> tuple[Figure, list[Axes]]:
     """A constrained-layout figure, widened for ``labels`` (the row labels, drawn left of ``labelled``
@@ -759,5 +782,5 @@ def _text_inches(labels: Iterable[str]) -> float:
     return max((TextPath((0, 0), str(t), prop=font).get_extents().width / 72 for t in labels), default=0.0)
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def save(fig: Figure, path: Path) -> Path:
     return save_png(fig, path, DPI)
