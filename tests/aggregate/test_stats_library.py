@@ -134,6 +134,28 @@ def test_the_one_m_star_equals_the_stacked_m_star() -> None:
         )
 
 
+def test_a_draw_of_one_distinct_reader_has_m_star_exactly_zero_in_any_order() -> None:
+    """One reader drawn three times (or readers whose scores agree): every reader mean is the same and
+    every centred score is 0, so M* is 0 exactly. The subtraction alone leaves +-1e-18 whose sign
+    depended on the order of the sums (and so did whether the draw counted as nonpositive or non-PSD)."""
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        m, n = int(rng.integers(3, 7)), int(rng.integers(5, 40))
+        r = (rng.random((m, n)) < rng.random((m, 1))).astype(float)
+        d = (rng.random((m, n)) < 0.5).astype(float) - r
+        rows = rng.multinomial(n, np.ones(n) / n, size=4)
+        one = np.zeros((4, m))
+        one[np.arange(4), rng.integers(0, m, 4)] = 3  # each draw: one reader, three times
+        assert (corrected_moments(r, d, rows, one) == 0.0).all()
+        same = np.repeat(r[:1], m, axis=0), np.repeat(d[:1], m, axis=0)  # readers that agree
+        assert (corrected_moments(*same, rows, np.ones((4, m))) == 0.0).all()
+    two = np.array([[1, 0, 1, 1], [0, 0, 1, 0], [1, 1, 1, 1]], float)
+    gain = np.array([[0, 1, 0, 0], [1, 0, 0, 1], [0, 0, 0, -1]], float)
+    kept = corrected_moments(two, gain, np.ones((1, 4)), np.ones((1, 3)))
+    assert kept == pytest.approx(stacked_moments(two[None], gain[None]), rel=1e-12)  # a real M*: untouched
+    assert (kept != 0).any()
+
+
 def test_correlations_by_hand() -> None:
     m = np.array([[[4.0, 2.0], [2.0, 1.0]], [[4.0, -1.0], [-1.0, 4.0]], [[-1.0, 0.0], [0.0, 1.0]]])
     r = correlations(m)

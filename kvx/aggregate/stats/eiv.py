@@ -70,7 +70,18 @@ def corrected_moments(
             # round-off is not a sign: M* within ROUNDOFF of the terms it subtracts is 0 (a draw of one
             # distinct reader, or of readers whose drawn scores agree, has M* = 0 exactly, which the
             # subtraction leaves as +-1e-18 either way)
-            scale = np.abs(spread / (m - 1)) + (np.abs(trace) + np.abs(total / m)) / (n * (n - 1) * (m - 1))
+            # the size of the terms each difference above is taken between (not of the differences)
+            sizes = (
+                (
+                    w
+                    * (np.abs(means[a]) + np.abs(centre[a][:, None]))
+                    * (np.abs(means[b]) + np.abs(centre[b][:, None]))
+                ).sum(axis=1)
+                / (m - 1),
+                (w * (np.abs(cross[a, b]) + n * np.abs(means[a] * means[b]))).sum(axis=1),
+                (k * np.abs(totals[a] * totals[b])).sum(axis=1) + n * np.abs(m * centre[a] * m * centre[b]),
+            )
+            scale = sizes[0] + (sizes[1] + sizes[2] / m) / (n * (n - 1) * (m - 1))
             value = np.where(np.abs(value) <= ROUNDOFF * scale, 0.0, value)
             out[:, index[a], index[b]] = out[:, index[b], index[a]] = value
     return out
