@@ -44,14 +44,16 @@ class Options:
     #: declared reader upgrades a -> b
     pairs: list[tuple[str, str]] = field(
         default_factory=list,
-        metadata=_flag("--pair", "declared reader upgrade A:B for the audit", form="READER_A:READER_B"),
+        metadata=_flag(
+            "--pair", "declared reader upgrade for the audit (repeatable)", form="READER_A:READER_B"
+        ),
     )
     #: evidence swaps audited like compressors: raw = condition a's answers, compressed = b's
     swaps: list[tuple[str, str]] = field(
         default_factory=list,
         metadata=_flag(
             "--swap",
-            "audit evidence condition B against A (A:B, e.g. a retriever swap bm25_top_k:dense_top_k)",
+            "audit evidence condition B against A (e.g. a retriever swap bm25_top_k:dense_top_k)",
             form="A:B",
         ),
     )
@@ -60,7 +62,7 @@ class Options:
         default_factory=dict,
         metadata=_flag(
             "--family",
-            "READER=FAMILY: the reader's model family for family-by-row intervals (repeatable)",
+            "the reader's model family for family-by-row intervals (repeatable)",
             form="READER=FAMILY",
         ),
     )
@@ -70,7 +72,9 @@ class Options:
     cases: int = field(default=1, metadata=_flag("--cases", "KVDiagnosis paired cases per task and category"))
     case_sources: list[str] = field(
         default_factory=list,
-        metadata=_flag("--case", "SOURCE_ID: also show its C→W rows as cases (repeatable)"),
+        metadata=_flag(
+            "--case", "also show the source's C→W rows as cases (repeatable)", metavar="SOURCE_ID"
+        ),
     )
     onset_drop: float = field(
         default=ONSET_DROP,
@@ -133,12 +137,16 @@ class Options:
             "--only",
             "build only these tables, sections or families (comma-separated; see --list) and what they need",
             group="selection",
+            metavar="NAMES",
         ),
     )
     skip: list[str] = field(
         default_factory=list,
         metadata=_flag(
-            "--skip", "leave out these tables, sections or families (comma-separated)", group="selection"
+            "--skip",
+            "leave out these tables, sections or families (comma-separated)",
+            group="selection",
+            metavar="NAMES",
         ),
     )
 
@@ -169,11 +177,16 @@ def flags(parser: argparse.ArgumentParser, groups: dict[str, Any] | None = None)
         if meta["group"] not in groups:
             groups[meta["group"]] = parser.add_argument_group(meta["group"])
         kw = {k: v for k, v in meta["argparse"].items() if k != "form"}
+        if kw.get("action") != "store_true" and "choices" not in kw:  # choices show themselves
+            kw.setdefault(
+                "metavar", meta["argparse"].get("form", meta["flag"].lstrip("-").upper().replace("-", "_"))
+            )
         if f.name in _PARSE:
             kw |= {"action": "append", "default": []}
         elif kw.get("action") != "store_true":
             shown = f"{f.default:g}" if isinstance(f.default, float) else f"{f.default}"
-            kw |= {"type": type(f.default), "default": f.default, "help": f"{meta['help']} (default {shown})"}
+            described = meta["help"] if "choices" in kw else f"{meta['help']} (default {shown})"
+            kw |= {"type": type(f.default), "default": f.default, "help": described}
         groups[meta["group"]].add_argument(meta["flag"], dest=f.name, **({"help": meta["help"]} | kw))
 
 
