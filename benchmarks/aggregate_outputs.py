@@ -56,71 +56,6 @@ ROOT = Path(kvx.__file__).resolve().parents[1]  # the tree whose kvx (and tests/
 FLAGS = ["--no-log", "--no-cache", "--quiet", "--no-plots", "--workers", "1"]
 #: what the aggregate writes besides the tables: moved out of OUT (it holds the time, the kvx version)
 NOT_TABLES = ("report.html", "summary.json")
-#: the aggregate's tables at this script's writing (the report's sections, ``problems``), for the coverage
-#: list; the report's own list is added when it can be imported
-KNOWN = (
-    "matrix",
-    "costs",
-    "frontier",
-    "failures",
-    "categories",
-    "matched",
-    "separation",
-    "intervention",
-    "intervention_cohort",
-    "contrast",
-    "contrast_by_ratio",
-    "onset",
-    "audit_readers",
-    "audit_pairs",
-    "audit_panel",
-    "audit_heldout",
-    "audit_floor",
-    "audit_swap_difference",
-    "audit_slices",
-    "audit_changed",
-    "audit_nulls",
-    "audit_transitions",
-    "audit_resolution",
-    "audit_screen",
-    "audit_predictive",
-    "audit_predictive_cells",
-    "audit_draws",
-    "provenance",
-    "kvd_accounting",
-    "kvd_tiers",
-    "kvd_task_failures",
-    "kvd_corpus",
-    "kvd_workload_categories",
-    "kvd_modal_categories",
-    "tpbench_p1",
-    "tpbench_p2",
-    "tpbench_p3",
-    "tpbench_rankings",
-    "tpbench_spearman",
-    "tpbench_rank_change",
-    "tpbench_retention",
-    "tpbench_deletion",
-    "tpbench_p1_seeds",
-    "tpbench_slot_types",
-    "tpbench_p3_alias_excluded",
-    "tpbench_p3_parsed",
-    "tpbench_evidence",
-    "tpbench_kv_vs_selectors",
-    "tpbench_crossover",
-    "tpbench_gap",
-    "tpbench_tokens",
-    "judge_agreement",
-    "kvd_cases",
-    "kvd_demand_tasks",
-    "kvd_demand_settings",
-    "kvd_demand_profile",
-    "kvd_slot_ecov_cells",
-    "kvd_slot_ecov_rank",
-    "kvd_pyramidkv_pairs",
-    "kvd_pyramidkv_release",
-    "problems",
-)
 
 
 class Skip(Exception):
@@ -548,14 +483,16 @@ def run_fixture(name: str, out: Path, inputs: Path) -> dict[str, int] | None:
 
 
 def known_tables() -> list[str]:
-    names = list(KNOWN)
-    try:  # the catalogue declares every table (kvx after issue 42)
+    """The tables the running kvx declares: its catalogue (kvx after issue 42), else its report's
+    sections (an earlier kvx); and ``problems``, which every aggregate writes."""
+    try:
         from kvx.aggregate.catalogue import load
 
-        names += load().table_names()
+        return [*load().table_names(), "problems"]
     except ImportError:
-        pass
-    return list(dict.fromkeys(names))
+        from kvx.aggregate.publish.report import OPTIONAL_SECTIONS, SECTIONS
+
+        return [*dict.fromkeys(t for s in (*SECTIONS, *OPTIONAL_SECTIONS) for t in s.tables), "problems"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from kvx.aggregate.__main__ import main
+from kvx.aggregate.catalogue import load
 from kvx.aggregate.read.rows import project
 from kvx.aggregate.read.sources import DirectorySource
 from kvx.aggregate.run import analyse
@@ -18,17 +19,8 @@ from kvx.aggregate.tpbench.probes import tpbench_rows
 from kvx.testing.cli import SOLO_LEASE, run_kvx
 from kvx.testing.tpbench import FAST, record, row, tables, write
 
-#: the per-probe tables
-TABLES = (
-    "tpbench_p1",
-    "tpbench_p2",
-    "tpbench_p3",
-    "tpbench_rankings",
-    "tpbench_spearman",
-    "tpbench_rank_change",
-    "tpbench_retention",
-    "tpbench_deletion",
-)
+#: the per-probe tables, as the catalogue declares them
+TABLES = load().producer("tpbench_p1").names
 
 ROOT = Path(__file__).resolve().parents[2]
 
