@@ -206,11 +206,12 @@ def build_tables(
     analysed: bool = True,
 ) -> dict[str, pd.DataFrame]:
     """Each table of ``names`` that applies (its builder gave a frame), in order: those marked ``early``
-    first (their figures take longest), ``on_table`` told of each as soon as it exists. Without analysed
-    rows only the tables marked ``on_empty`` are built."""
+    first (their figures take longest), those built in the ``background`` last (they had every other
+    table's time to finish), ``on_table`` told of each as soon as it exists. Without analysed rows only
+    the tables marked ``on_empty`` are built."""
     producers = {name: catalogue.producer(name) for name in names}
     runnable = [n for n in names if analysed or producers[n].on_empty]  # type: ignore[union-attr]
-    order = sorted(runnable, key=lambda n: not producers[n].early)  # type: ignore[union-attr]
+    order = sorted(runnable, key=lambda n: _turn(producers[n]))  # type: ignore[arg-type]
     resolver = Resolver(catalogue, given, workers)
     for name in order:
         producer = producers[name]
@@ -224,6 +225,10 @@ def build_tables(
             if on_table is not None:
                 on_table(name, frame)
     return tables
+
+
+def _turn(producer: Producer) -> int:
+    return 0 if producer.early else 2 if producer.background else 1
 
 
 def analyse(

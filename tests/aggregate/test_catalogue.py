@@ -89,6 +89,37 @@ def test_tables_are_built_in_dependency_order_each_need_once_absent_when_none() 
     assert told == ["share"]  # its need "total" is built, not written
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_early_tables_come_first_and_background_ones_last_in_a_fork(workers: int) -> None:
+    """A background table starts (in a forked process with two workers) before the others are built
+    and is collected after them, so its work overlaps theirs; an early one is built first."""
+
+    @table("slow", "mine", background=True)
+    def slow(rows: pd.DataFrame) -> pd.DataFrame:
+        return rows.assign(slow=1)
+
+    @table("first", "mine", early=True)
+    def first(total: pd.DataFrame) -> pd.DataFrame:
+        return total
+
+    module = _family([])
+    for fn in (slow, first):
+        setattr(module, fn.__name__, fn)
+        fn.__module__ = module.__name__
+    module.group = None  # its "first" is declared here instead
+    catalogue = from_modules({"fake": module})
+    told: list[str] = []
+    built = build_tables(
+        catalogue,
+        catalogue.table_names(),
+        _given(pd.DataFrame({"x": [1]})),
+        workers,
+        lambda n, _: told.append(n),
+    )
+    assert told == ["first", "total", "share", "slow"]  # never's None: not told
+    assert built["slow"]["slow"].tolist() == [1]
+
+
 def test_without_rows_only_tables_marked_on_empty_are_built() -> None:
     @table("always", "mine", on_empty=True)
     def always(rows: pd.DataFrame) -> pd.DataFrame:
