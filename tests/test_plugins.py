@@ -505,3 +505,30 @@ def test_example_plugin_table_appears_in_the_report(sites: dict[str, Path], tmp_
     assert re.search(r"^fragile_sources\s+fragile\s+\[kvx_plugin_example\]", listed.stdout, re.M)
     without, _ = _kvx(["--list"], tmp_path, [], module="kvx.aggregate")
     assert without.returncode == 0 and "fragile_sources" not in without.stdout
+
+
+def test_a_broken_table_plugin_is_left_out_and_said(tmp_path: Path) -> None:
+    """A package whose table module fails to import is listed as broken by ``kvx.plugins --check`` and
+    left out of the aggregate with a note: every other table is still built (exit 0)."""
+    from kvx.testing.crafted import rec, write
+
+    site = tmp_path / "site"
+    _fake_dist(site, "kvx-broken-tables", "0.0.1", "[kvx.aggregate.tables]\nbroken_tables = no_such_module\n")
+    folder = write(tmp_path / "records", [rec(source=f"s{i}", ok=i > 0) for i in range(3)])
+    args = ["--records", str(folder), "--out", str(tmp_path / "out"), "--no-log", "--no-plots", "--quiet"]
+    done, _ = _kvx(args, tmp_path, [site], module="kvx.aggregate")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (
+        "note: kvx.aggregate.tables 'broken_tables' from kvx-broken-tables:broken_tables is broken"
+        in done.stdout
+    )
+    assert (tmp_path / "out" / "matrix.csv").exists()
+    listed, _ = _kvx(["--list"], tmp_path, [site], module="kvx.aggregate")
+    assert (
+        "broken: kvx.aggregate.tables 'broken_tables'" in listed.stdout
+        and "ModuleNotFoundError" in listed.stdout
+    )
+    checked, _ = _kvx(["--check"], tmp_path, [site], module="kvx.plugins")
+    assert re.search(
+        r"broken_tables\s+kvx-broken-tables 0\.0\.1\s+broken: ModuleNotFoundError", checked.stdout
+    )

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any, TypeVar
 
-TABLE_GROUP = "kvx.aggregate.tables"
-FIGURE_GROUP = "kvx.aggregate.figures"
+from kvx.core.registry import RegistryError, registry
+
 #: what the runner gives every builder: the validated rows and what validation knew of them
 INPUTS = ("rows", "cells", "metrics", "varying", "contrasts", "validated", "source", "options", "problems")
 #: the section of a table declared without one
@@ -142,6 +141,7 @@ class Catalogue:
     sections: tuple[Section, ...]
     producers: tuple[Producer, ...]
     figures: tuple[Figure, ...] = ()
+    broken: tuple[str, ...] = ()  # packages whose modules failed to import: left out, and why
 
     def section(self, anchor: str) -> Section | None:
         return next((s for s in self.sections if s.anchor == anchor), None)
@@ -178,8 +178,6 @@ def _members(module: ModuleType, family: str) -> Iterable[Section | Producer | F
 
 
 def _with_family(mark: Producer | Figure, family: str) -> Producer | Figure:
-    from dataclasses import replace
-
     return replace(mark, family=family)
 
 
@@ -240,21 +238,31 @@ def _check(catalogue: Catalogue) -> None:
             raise ValueError(f"aggregate figure {fig.key!r} ({fig.family}) draws {fig.table!r}, not a table")
 
 
-def _load(group: str, distributions: Collection[str] | None) -> dict[str, ModuleType]:
-    loaded = {}
-    for ep in sorted(entry_points(group=group), key=lambda ep: ep.name):
-        if distributions is not None and (ep.dist is None or ep.dist.name not in distributions):
+def _load(kind: str, distributions: Collection[str] | None) -> tuple[dict[str, ModuleType], list[str]]:
+    """The modules registered as ``kind`` (kvx's registry: ``KVX_DISABLE_PLUGINS`` and plugins that
+    fail to import behave as for presses), each under its entry point's name, and a line for each
+    broken one: a broken package's tables are left out and said, never the aggregate's end."""
+    loaded, broken = {}, []
+    found = registry(kind)
+    for entry in sorted(found.entries, key=lambda e: (e.name, e.dist)):
+        if distributions is not None and entry.dist not in distributions:
             continue
-        module = ep.load()
+        try:
+            module = entry.load()
+        except RegistryError as exc:
+            broken.append(f"{exc}; its tables and figures are left out")
+            continue
         if not isinstance(module, ModuleType):
-            raise ValueError(f"entry point {group}:{ep.name} = {ep.value} must name a module")
-        loaded[ep.name] = module
-    return loaded
+            raise ValueError(
+                f"entry point {entry.group}:{entry.name} = {entry.entry_point.value} must name a module"
+            )
+        loaded[found.display_name(entry)] = module
+    return loaded, broken
 
 
 def load(figures: bool = False, distributions: Collection[str] | None = None) -> Catalogue:
     """The catalogue of every installed package, or of those ``distributions`` (kvx's own docs: "kvx");
-    figures too when asked (that imports matplotlib)."""
-    return from_modules(
-        _load(TABLE_GROUP, distributions), _load(FIGURE_GROUP, distributions) if figures else {}
-    )
+    figures too when asked (that imports matplotlib). ``broken`` says which packages failed to import."""
+    tables, broken = _load("aggregate_tables", distributions)
+    drawn, broken_figures = _load("aggregate_figures", distributions) if figures else ({}, [])
+    return replace(from_modules(tables, drawn), broken=(*broken, *broken_figures))

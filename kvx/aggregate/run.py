@@ -162,6 +162,7 @@ def listing(catalogue: Catalogue) -> str:
         figures = ", ".join(f.key for f in catalogue.figures_of(name))
         where = f"{producer.section}  [{producer.family}]"  # type: ignore[union-attr]
         lines.append(f"{name:<28} {where}" + (f"  figures: {figures}" if figures else ""))
+    lines.extend(f"broken: {why}" for why in catalogue.broken)
     return "\n".join(lines) + "\n"
 
 
@@ -244,6 +245,7 @@ def analyse(
     once the workers are reading (work that can overlap them)."""
     catalogue = catalogue or load()
     names = select(catalogue, options.only, options.skip)  # a wrong name fails before any record is read
+    source.notes.extend(catalogue.broken)
     rows, validated, keys = validate(source, options, while_reading)
     given = {
         "rows": rows,

@@ -1,5 +1,6 @@
 """Entry-point registries: the only way tasks, compressors, readers, turn selectors, diagnostics, text
-transforms and judges reach kvx, built-ins included, so a third-party package is a peer of kvx's own code.
+transforms, judges and the aggregate's table and figure modules reach kvx, built-ins included, so a
+third-party package is a peer of kvx's own code.
 
 Entries load lazily and one at a time: a plugin whose import fails is recorded as broken and
 shown by ``python -m kvx.plugins --check`` without taking the others down (the plain listing imports
@@ -26,6 +27,8 @@ GROUPS: dict[str, str] = {
     "diagnostic": "kvx.diagnostics",
     "transform": "kvx.transforms",
     "judge": "kvx.judges",
+    "aggregate_tables": "kvx.aggregate.tables",  # modules of tables (kvx.aggregate.catalogue)
+    "aggregate_figures": "kvx.aggregate.figures",  # modules of figures, imported only to draw
 }
 BUILTIN_DIST = "kvx"
 DISABLE_ENV = "KVX_DISABLE_PLUGINS"
