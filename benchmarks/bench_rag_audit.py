@@ -41,15 +41,15 @@ def scores(readers: int, rows: int) -> tuple[pd.DataFrame, np.ndarray, np.ndarra
 
 
 def estimators(raw: np.ndarray, comp: np.ndarray, families: list[str], boot: int, splits: int) -> None:
-    from kvx.aggregate.ragscale.eiv import disjoint_rows, eiv_extra
     from kvx.aggregate.ragscale.endpoints import endpoint_bootstrap, held_out_endpoints, swap_difference
+    from kvx.aggregate.ragscale.gain_vs_raw import disjoint_rows, slope_and_headroom
     from kvx.aggregate.stats.eiv import eiv_bootstrap
     from kvx.aggregate.stats.upgrades import excess_flips
 
     timed = {
         "endpoint_bootstrap (Tables 2-3)": lambda: endpoint_bootstrap(raw, comp, families, boot, 1),
         "held_out_endpoints (Table 8)": lambda: held_out_endpoints(raw, comp, splits, 1),
-        "eiv_extra: slope + headroom": lambda: eiv_extra(raw, comp, families, boot, 1),
+        "slope_and_headroom: slope + headroom": lambda: slope_and_headroom(raw, comp, families, boot, 1),
         "disjoint_rows": lambda: disjoint_rows(raw, comp, splits, 1),
         "swap_difference (Table 15)": lambda: swap_difference(raw, comp, comp, families, boot, 1),
         "excess_flips": lambda: excess_flips(raw, comp, splits, 1),

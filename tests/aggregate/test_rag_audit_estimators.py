@@ -13,13 +13,13 @@ import pytest
 from kvx.aggregate.__main__ import main
 from kvx.aggregate.publish.report import write_html
 from kvx.aggregate.ragscale.audit import audit, metrics
-from kvx.aggregate.ragscale.eiv import disjoint_rows, eiv_extra
 from kvx.aggregate.ragscale.endpoints import (
     endpoint_bootstrap,
     held_out_endpoints,
     panel_floor,
     swap_difference,
 )
+from kvx.aggregate.ragscale.gain_vs_raw import disjoint_rows, slope_and_headroom
 from kvx.aggregate.ragscale.score_changes import score_changes
 from kvx.aggregate.ragscale.settings import AuditSettings
 from kvx.aggregate.ragscale.swap import swapped
@@ -170,13 +170,13 @@ HEAD_RAW, HEAD_COMP = [0.2, 0.5, 0.6], [0.6, 0.7, 0.6]
 
 
 def test_corrected_slope_and_headroom_correlation_by_hand() -> None:
-    extra = eiv_extra(constant(HEAD_RAW), constant(HEAD_COMP), ["f"] * 3, n_boot=30, seed=1)
+    extra = slope_and_headroom(constant(HEAD_RAW), constant(HEAD_COMP), ["f"] * 3, n_boot=30, seed=1)
     assert extra.slope == pytest.approx(-72 / 78)  # sum dx dg / sum dx^2
     assert extra.headroom_r == pytest.approx(-81 / math.sqrt(78 * 126))
     assert extra.slope_low == pytest.approx(extra.slope) and extra.slope_high == pytest.approx(extra.slope)
     assert extra.headroom_low == pytest.approx(extra.headroom_r) and extra.headroom_nonfinite_draws == 0
     # a reader at 100% raw has no headroom: undefined, never a made-up value
-    full = eiv_extra(constant([0.2, 0.5, 1.0]), constant(HEAD_COMP), ["f"] * 3, n_boot=10)
+    full = slope_and_headroom(constant([0.2, 0.5, 1.0]), constant(HEAD_COMP), ["f"] * 3, n_boot=10)
     assert full.headroom_r is None and full.headroom_nonfinite_draws == 10
 
 
@@ -186,7 +186,7 @@ def test_headroom_is_the_eiv_of_scaled_gains_and_draws_are_eiv_bootstraps() -> N
     raw = (rng.random((6, 50)) < skill).astype(float)
     comp = (rng.random((6, 50)) < 0.6).astype(float)
     families = ["a", "a", "b", "b", "c", "c"]
-    extra = eiv_extra(raw, comp, families, n_boot=200, seed=9)
+    extra = slope_and_headroom(raw, comp, families, n_boot=200, seed=9)
     gain = comp - raw
     scaled = gain / (1 - raw.mean(axis=1))[:, None]
     assert extra.headroom_r == pytest.approx(eiv_correlation(raw, scaled).r_clipped, abs=1e-12)

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from kvx.aggregate.ragscale.eiv import disjoint_rows, eiv_extra
 from kvx.aggregate.ragscale.endpoints import held_out_endpoints, panel_floor, swap_difference
+from kvx.aggregate.ragscale.gain_vs_raw import disjoint_rows, slope_and_headroom
 from kvx.aggregate.ragscale.score_changes import score_changes
 from kvx.aggregate.ragscale.settings import AuditSettings
 from kvx.aggregate.read.problems import Problem
@@ -139,7 +139,7 @@ def panel_extra(panel: Panel, n_splits: int, n_boot: int, seed: int) -> dict:
     up, down = score_changes(panel.raw, panel.comp)
     out: dict = {"rescue_change": up, "damage_change": down}
     if panel.raw.shape[0] >= 3 and panel.raw.shape[1] >= 2:  # the EIV needs >= 3 readers (as eiv_r)
-        extra = eiv_extra(panel.raw, panel.comp, panel.families, n_boot=n_boot, seed=seed)
+        extra = slope_and_headroom(panel.raw, panel.comp, panel.families, n_boot=n_boot, seed=seed)
         disjoint = disjoint_rows(panel.raw, panel.comp, n_splits=n_splits, seed=seed)
         out |= {
             "eiv_slope": _nan(extra.slope),

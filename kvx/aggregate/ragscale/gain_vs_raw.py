@@ -1,4 +1,5 @@
-"""More of the paired errors-in-variables analysis (ragscale 5.1 and A.4).
+"""Does a lower reader gain more? The errors-in-variables analysis beyond the correlation (ragscale 5.1,
+A.4).
 
 - the corrected slope M*12 / M*11 of gain on raw score, with its family-by-row interval;
 - the headroom-scaled gain (5.1: "scaling each gain by the reader's remaining accuracy headroom"):
@@ -25,9 +26,9 @@ from kvx.aggregate.stats.releases import family_row_draws, split_halves
 
 __all__ = [
     "DisjointRows",
-    "EIVExtra",
+    "SlopeAndHeadroom",
     "disjoint_rows",
-    "eiv_extra",
+    "slope_and_headroom",
     "headroom_scale",
 ]
 
@@ -48,7 +49,7 @@ def _value(v: float) -> float | None:
 
 
 @dataclass(frozen=True)
-class EIVExtra:
+class SlopeAndHeadroom:
     """Corrected slope and headroom-scaled correlation with family-by-row intervals.
 
     ``slope`` = M*12 / M*11 (None when M*11 <= 0); ``headroom_r`` the clipped EIV correlation of raw
@@ -65,9 +66,9 @@ class EIVExtra:
     headroom_nonfinite_draws: int
 
 
-def eiv_extra(
+def slope_and_headroom(
     raw: np.ndarray, comp: np.ndarray, families: Sequence[str], n_boot: int = 2000, seed: int = 0
-) -> EIVExtra:
+) -> SlopeAndHeadroom:
     """The slope and the headroom-scaled correlation of one panel, recomputed in every draw."""
     x, gain = np.asarray(raw, float), np.asarray(comp, float) - np.asarray(raw, float)
     m, n = x.shape
@@ -84,7 +85,7 @@ def eiv_extra(
     head_point = correlations(point_h)[0]
     s_low, s_high = percentile_interval(slope[np.isfinite(slope)])
     h_low, h_high = percentile_interval(np.clip(head[np.isfinite(head)], -1.0, 1.0))
-    return EIVExtra(
+    return SlopeAndHeadroom(
         slope=_value(_slopes(point)[0]),
         slope_low=s_low,
         slope_high=s_high,
