@@ -143,3 +143,14 @@ def test_sections_are_a_parameter_with_their_own_prose(tmp_path, monkeypatch):
     text = written.read_text(encoding="utf-8")
     assert text.endswith("## mine\n\n| n_x |\n| ---: |\n| 3 |\n\n![mine_plot](mine_plot.png)\n")
     assert report.prose(report.Placed("absent", "", (), (), "", prose_package="myprose")) == ""
+
+
+def test_an_optional_section_whose_tables_have_no_rows_stays_out(tmp_path):
+    """A one-reader sweep runs the audit's controls and finds nothing: their (empty) tables are written
+    as CSV, but the page has no "Audit control" section saying "No rows" five times, and no section file."""
+    empty = {name: pd.DataFrame(columns=["task", "metric"]) for name in ("audit_nulls", "audit_screen")}
+    page = report.write_html(empty, {}, tmp_path, "t", {}).read_text(encoding="utf-8")
+    assert 'id="control_nulls"' not in page and 'id="control_screen"' not in page
+    assert report.write_section_markdown(empty, {}, tmp_path) == []
+    shown = report.write_html({"audit_nulls": pd.DataFrame({"task": ["t"]})}, {}, tmp_path, "t", {})
+    assert 'id="control_nulls"' in shown.read_text(encoding="utf-8")

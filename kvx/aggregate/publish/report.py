@@ -66,8 +66,8 @@ class Placed:
     """A section as the report places it: the catalogue's section (``kvx.aggregate.catalogue.Section``)
     with the tables declared in it and the figures drawn from them. How to read their numbers is the
     Markdown file ``{anchor}.md`` in ``prose_package`` (:func:`prose`). An ``optional`` section is shown
-    (and written as ``{anchor}.md`` beside the tables) only when it has a table or figure; any other
-    shows ``empty`` when it has none."""
+    (and written as ``{anchor}.md`` beside the tables) only when it has a table with rows or a figure;
+    any other shows ``empty`` when it has none."""
 
     anchor: str
     heading: str
@@ -245,7 +245,10 @@ def write_section_markdown(
 def _has_content(
     section: Placed, tables: Mapping[str, pd.DataFrame], figures: Mapping[str, Sequence[Path]]
 ) -> bool:
-    return any(name in tables for name in section.tables) or any(figures.get(k) for k in section.figures)
+    """A table with rows or a figure: an optional section whose analysis found nothing (the audit's controls
+    after a one-reader sweep) stays out of the page and writes no section file; its empty CSVs remain."""
+    rows = any(name in tables and not tables[name].empty for name in section.tables)
+    return rows or any(figures.get(k) for k in section.figures)
 
 
 def _place(

@@ -26,7 +26,8 @@ sections, tables and figures are the ones `python -m kvx.aggregate` builds; `pyt
 text in its own package (`Section.prose_package`, [Writing a plugin](plugins.md#aggregate-tables)).
 
 The sections come in the report's order. Those marked *always* are in every report (with a note when
-they have nothing to show); the others only when their analysis ran. Each table's columns are listed
+they have nothing to show); the others only when their analysis found something (a table with rows or
+a figure). Each table's columns are listed
 in [Aggregate](aggregate.md#tables) and the pages of each study.
 """
 
