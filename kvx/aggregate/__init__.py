@@ -1,5 +1,6 @@
 """``python -m kvx.aggregate``: tables, figures and a report from stored records, which it only reads.
 
-``read/`` finds and validates records and flattens them into rows, ``analyse/`` computes every table
-(KVDiagnosis, ragscale, TPBench, kv-exec-bench summaries), ``publish/`` writes and logs them;
-``run.py`` validates every batch and then runs every analysis."""
+``read/`` finds and validates records and flattens them into rows; the families (``paired/``,
+``kvdiagnosis/``, ``tpbench/``, ``ragscale/``, ``kvexec/``) declare their tables in ``tables.py`` for the
+catalogue (``catalogue.py``), over ``stats/``; ``run.py`` validates every batch and then builds the
+catalogue's tables, each need once; ``publish/`` writes them, draws their figures and the report."""
