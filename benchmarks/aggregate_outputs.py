@@ -242,7 +242,7 @@ def tpbench_release(work: Path) -> list[str]:
 
 
 def ragscale_scores(work: Path) -> list[str]:
-    """ragscale's worked HotpotQA audit (tests/fixtures), as tests/aggregate/test_ragscale_release.py
+    """ragscale's worked HotpotQA audit (tests/fixtures), as tests/aggregate/ragscale/test_ragscale_release.py
     audits it: the release's seed and bootstrap draws."""
     source = ROOT / "tests/fixtures/ragscale_openrouter_hotpotqa/paired_scores.csv"
     if not source.is_file():

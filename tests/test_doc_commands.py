@@ -158,7 +158,7 @@ COVERED = (
     ),
     Covered(
         "python -m kvx.aggregate.publish.sections_page docs/report-sections.md",
-        "tests/aggregate/test_report_prose.py::"
+        "tests/aggregate/publish/test_report_prose.py::"
         "test_the_docs_page_is_the_catalogue_and_includes_every_section_prose_in_report_order",
         'sections_page.page(load(figures=True, distributions=["kvx"]))',
     ),
@@ -169,13 +169,13 @@ COVERED = (
     ),
     Covered(
         SCORES,
-        "tests/aggregate/test_ragscale_release.py::test_summary_json_is_reproduced",
+        "tests/aggregate/ragscale/test_ragscale_release.py::test_summary_json_is_reproduced",
         '"--scores", str(folder / "paired_scores.csv")',
     ),
     Covered(
         "python -m kvx.aggregate --scores tests/fixtures/ragscale_openrouter_hotpotqa/paired_scores.csv"
         " --boot 2000",
-        "tests/aggregate/test_ragscale_release.py::test_summary_json_is_reproduced",
+        "tests/aggregate/ragscale/test_ragscale_release.py::test_summary_json_is_reproduced",
         '"--boot", str(run["bootstrap_draws"])',
     ),
     Covered(

@@ -1,7 +1,7 @@
 """The resampling streams that must give a paper's release to the last bit.
 
 Each function follows one function of a public release, named in its docstring, and a test pins it
-to the bit (``tests/aggregate/test_stats_releases.py``, ``test_ragscale_release.py``,
+to the bit (``tests/aggregate/stats/test_stats_releases.py``, ``test_ragscale_release.py``,
 ``test_tpbench_gaps.py``); change none of them without a pin that still passes.
 
 - ragscale (``github.com/aimsresearchlab/ragscale``, commit 5c65b09): :func:`split_halves` is the

@@ -14,7 +14,7 @@
   clusters drawn as ``integers(K, size=(5000, K))``; ``np.quantile(boot, [.025, .975])`` (linear).
   The release indexes clusters in the order its rows first name them, kvx in sorted order (an
   interval that does not depend on row order): on rows sorted by dialogue the two are the same to the
-  bit (tests/aggregate/test_tpbench_gaps.py).
+  bit (tests/aggregate/tpbench/test_tpbench_gaps.py).
   With equal seed sizes this is the pooled mean §6.2.3 bootstraps (``audit_p3_segments.py``, which
   reports full − method, the opposite sign, and draws every contrast from one generator).
 - ``tpbench_tokens`` (Appendix B): q = L_compressed / L_full, the share of the reader's input tokens

@@ -28,7 +28,7 @@ from kvx.aggregate.scores import audit_scores
 from kvx.aggregate.stats.releases import upgrade_interval
 from kvx.aggregate.stats.upgrades import retention
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "ragscale_openrouter_hotpotqa"
+FIXTURE = Path(__file__).parents[2] / "fixtures" / "ragscale_openrouter_hotpotqa"
 RELEASE_URL = (
     "https://github.com/aimsresearchlab/ragscale/blob/5c65b0967323c81224407096f3e6243f90e85d59/"
     "examples/openrouter-hotpotqa/audit/paired_scores.csv"

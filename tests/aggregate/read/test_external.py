@@ -170,7 +170,7 @@ def test_a_corrupt_gz_file_is_a_located_problem(tmp_path):
 
 def test_the_documented_worked_example_aggregates_strictly(tmp_path, capsys):
     """The external record docs/records.md shows is valid and aggregates with 0 problems beside its ledger."""
-    page = (Path(__file__).parents[2] / "docs" / "records.md").read_text(encoding="utf-8")
+    page = (Path(__file__).parents[3] / "docs" / "records.md").read_text(encoding="utf-8")
     section = page.split("## Record directories and external ledgers\n")[1]
     example = section.split("```json\n")[1].split("```")[0]
     record = json.loads(example)

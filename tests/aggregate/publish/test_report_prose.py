@@ -19,7 +19,7 @@ from kvx.aggregate.catalogue import load
 from kvx.aggregate.publish import report, sections_page
 from kvx.aggregate.ragscale import outcomes
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 ALL = report.placed(load(figures=True, distributions=["kvx"]))  # kvx's own, plugins aside
 #: an HTML element's opening or closing tag (not a placeholder such as ``<name>`` or ``<split>``)
 TAG = re.compile(

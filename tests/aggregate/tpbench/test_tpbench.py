@@ -22,7 +22,7 @@ from kvx.testing.tpbench import FAST, record, row, tables, write
 #: the per-probe tables, as the catalogue declares them
 TABLES = load().producer("tpbench_p1").names
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 # Four dialogues, two probe seeds; full context right on d0-d2 in both seeds.
