@@ -136,36 +136,35 @@ def figure(key: str, table: str, split: Iterable[str] = ()) -> Callable[[F], F]:
 
 @dataclass(frozen=True)
 class Catalogue:
-    """The sections, producers and (when loaded) figures, in declaration order."""
+    """The sections in report order, the producers and (when loaded) figures in declaration order."""
 
     sections: tuple[Section, ...]
     producers: tuple[Producer, ...]
     figures: tuple[Figure, ...] = ()
     broken: tuple[str, ...] = ()  # packages whose modules failed to import: left out, and why
 
-    def section(self, anchor: str) -> Section | None:
-        return next((s for s in self.sections if s.anchor == anchor), None)
-
     def tables(self) -> list[Producer]:
-        """Table producers in report order: by section, then as declared."""
-        order = {s.anchor: (s.order, i) for i, s in enumerate(self.sections)}
+        """Table producers in report order: by section (``sections`` are in report order), then as
+        declared; tables in ``OTHER`` last."""
+        order = {s.anchor: i for i, s in enumerate(self.sections)}
         found = [p for p in self.producers if p.is_table]
-        return sorted(found, key=lambda p: order.get(p.section or OTHER, (10**9, 0)))
+        return sorted(found, key=lambda p: order.get(p.section or OTHER, len(order)))
 
     def table_names(self) -> list[str]:
         return [name for p in self.tables() for name in p.names]
 
-    def producer(self, name: str) -> Producer | None:
-        return next((p for p in self.producers if name in p.names), None)
+    def producer(self, name: str) -> Producer:
+        """What builds ``name``; KeyError when nothing declares it (the aggregate's inputs included)."""
+        found = next((p for p in self.producers if name in p.names), None)
+        if found is None:
+            raise KeyError(f"aggregate catalogue: nothing declares {name!r}")
+        return found
 
     def in_section(self, anchor: str) -> list[str]:
         return [name for p in self.tables() if p.section == anchor for name in p.names]
 
     def figures_of(self, table_name: str) -> list[Figure]:
         return [f for f in self.figures if f.table == table_name]
-
-    def table_of(self, figure_key: str) -> str | None:
-        return next((f.table for f in self.figures if f.key == figure_key), None)
 
 
 def _members(module: ModuleType, family: str) -> Iterable[Section | Producer | Figure]:
@@ -174,11 +173,7 @@ def _members(module: ModuleType, family: str) -> Iterable[Section | Producer | F
             yield value
         mark = getattr(value, _MARK, None)
         if isinstance(mark, Producer | Figure) and getattr(value, "__module__", None) == module.__name__:
-            yield _with_family(mark, family)
-
-
-def _with_family(mark: Producer | Figure, family: str) -> Producer | Figure:
-    return replace(mark, family=family)
+            yield replace(mark, family=family)
 
 
 def from_modules(
@@ -197,7 +192,8 @@ def from_modules(
                 producers.append(member)
     for family, module in figure_modules.items():
         figures.extend(m for m in _members(module, family) if isinstance(m, Figure))
-    catalogue = Catalogue(tuple(sections), tuple(producers), tuple(figures))
+    in_order = sorted(sections, key=lambda s: s.order)  # stable: equal orders stay as declared
+    catalogue = Catalogue(tuple(in_order), tuple(producers), tuple(figures))
     _check(catalogue)
     return catalogue
 

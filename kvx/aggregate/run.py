@@ -160,7 +160,7 @@ def listing(catalogue: Catalogue) -> str:
     for name in catalogue.table_names():
         producer = catalogue.producer(name)
         figures = ", ".join(f.key for f in catalogue.figures_of(name))
-        where = f"{producer.section}  [{producer.family}]"  # type: ignore[union-attr]
+        where = f"{producer.section}  [{producer.family}]"
         lines.append(f"{name:<28} {where}" + (f"  figures: {figures}" if figures else ""))
     lines.extend(f"broken: {why}" for why in catalogue.broken)
     return "\n".join(lines) + "\n"
@@ -183,9 +183,7 @@ class Resolver:
     def value(self, name: str) -> Any:
         if name in self.values:
             return self.values[name]
-        producer = self.catalogue.producer(name)
-        if producer is None:  # the catalogue checked every need: only an input absent here
-            raise KeyError(f"aggregate: nothing gives {name!r} here")
+        producer = self.catalogue.producer(name)  # KeyError: an input this caller does not give
         waiting = self.started.pop(id(producer), None)
         if waiting is not None:
             built = waiting()
@@ -211,13 +209,13 @@ def build_tables(
     table's time to finish), ``on_table`` told of each as soon as it exists. Without analysed rows only
     the tables marked ``on_empty`` are built."""
     producers = {name: catalogue.producer(name) for name in names}
-    runnable = [n for n in names if analysed or producers[n].on_empty]  # type: ignore[union-attr]
-    order = sorted(runnable, key=lambda n: _turn(producers[n]))  # type: ignore[arg-type]
+    runnable = [n for n in names if analysed or producers[n].on_empty]
+    order = sorted(runnable, key=lambda n: _turn(producers[n]))
     resolver = Resolver(catalogue, given, workers)
     for name in order:
         producer = producers[name]
-        if producer.background and id(producer) not in resolver.started:  # type: ignore[union-attr]
-            resolver.start(producer)  # type: ignore[arg-type]
+        if producer.background and id(producer) not in resolver.started:
+            resolver.start(producer)
     tables: dict[str, pd.DataFrame] = {}
     for name in order:
         frame = resolver.value(name)

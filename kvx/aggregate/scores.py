@@ -226,7 +226,7 @@ def audit_scores(
     catalogue = catalogue or load()
     names = [
         n for n in select(catalogue, options.only, options.skip) if catalogue.producer(n).family == "ragscale"
-    ]  # type: ignore[union-attr]
+    ]
     listed = [read_manifest(path) for path in manifests or []]
     parts, problems, order, hints = [], [], [], []
     pairs = list(options.pairs)

@@ -95,7 +95,7 @@ class Report:
     @classmethod
     def of(cls, catalogue: Catalogue) -> Report:
         sections = []
-        for section in sorted(catalogue.sections, key=lambda s: s.order):
+        for section in catalogue.sections:
             tables = tuple(catalogue.in_section(section.anchor))
             figures = tuple(f.key for f in catalogue.figures if f.table in tables)
             sections.append(

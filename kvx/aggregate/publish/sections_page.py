@@ -35,7 +35,7 @@ in [Aggregate](aggregate.md#tables) and the pages of each study.
 def page(catalogue: Catalogue) -> str:
     """The page for ``catalogue``'s sections (kvx's own: ``load(figures=True, distributions=["kvx"])``)."""
     parts = [INTRO]
-    for section in sorted(catalogue.sections, key=lambda s: s.order):
+    for section in catalogue.sections:
         names = catalogue.in_section(section.anchor)
         listed = []
         for name in names:
