@@ -24,6 +24,8 @@ from kvx.core.registry import RegistryError, registry
 INPUTS = ("rows", "cells", "metrics", "varying", "contrasts", "validated", "source", "options", "problems")
 #: the section of a table declared without one
 OTHER = "other"
+#: the package whose ``{anchor}.md`` files explain kvx's own sections
+PROSE_PACKAGE = "kvx.aggregate.prose"
 _MARK = "__kvx_catalogue__"
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -40,7 +42,7 @@ class Section:
     order: float
     empty: str
     optional: bool = False
-    prose_package: str = "kvx.aggregate.prose"
+    prose_package: str = PROSE_PACKAGE
 
 
 @dataclass(frozen=True)

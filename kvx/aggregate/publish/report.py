@@ -17,7 +17,7 @@ import mimetypes
 import re
 import struct
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -28,10 +28,9 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import is_bool_dtype, is_integer_dtype, is_numeric_dtype
 
-from kvx.aggregate.catalogue import Catalogue, load
+from kvx.aggregate.catalogue import Catalogue, Section, load
 
 __all__ = [
-    "PROSE_PACKAGE",
     "Placed",
     "Report",
     "markdown_table",
@@ -57,25 +56,15 @@ _COUNT = re.compile(
 )
 
 
-#: the package whose ``{anchor}.md`` files explain kvx's own sections
-PROSE_PACKAGE = "kvx.aggregate.prose"
-
-
 @dataclass(frozen=True)
-class Placed:
-    """A section as the report places it: the catalogue's section (``kvx.aggregate.catalogue.Section``)
-    with the tables declared in it and the figures drawn from them. How to read their numbers is the
-    Markdown file ``{anchor}.md`` in ``prose_package`` (:func:`prose`). An ``optional`` section is shown
-    (and written as ``{anchor}.md`` beside the tables) only when it has a table with rows or a figure;
-    any other shows ``empty`` when it has none."""
+class Placed(Section):
+    """A catalogue section as the report places it: with the tables declared in it and the figures
+    drawn from them. How to read their numbers is the Markdown file ``{anchor}.md`` in ``prose_package``
+    (:func:`prose`). An ``optional`` section is shown (and written as ``{anchor}.md`` beside the tables)
+    only when it has a table with rows or a figure; any other shows ``empty`` when it has none."""
 
-    anchor: str
-    heading: str
-    figures: tuple[str, ...]
-    tables: tuple[str, ...]
-    empty: str
-    optional: bool = False
-    prose_package: str = PROSE_PACKAGE
+    tables: tuple[str, ...] = ()
+    figures: tuple[str, ...] = ()
 
     @property
     def explanation(self) -> str:
@@ -98,17 +87,7 @@ class Report:
         for section in catalogue.sections:
             tables = tuple(catalogue.in_section(section.anchor))
             figures = tuple(f.key for f in catalogue.figures if f.table in tables)
-            sections.append(
-                Placed(
-                    section.anchor,
-                    section.heading,
-                    figures,
-                    tables,
-                    section.empty,
-                    section.optional,
-                    section.prose_package,
-                )
-            )
+            sections.append(Placed(**asdict(section), tables=tables, figures=figures))
         producers = catalogue.tables()
         return cls(
             tuple(sections),
@@ -124,11 +103,9 @@ def placed(catalogue: Catalogue | None = None) -> tuple[Placed, ...]:
     return Report.of(catalogue or load(figures=True)).sections
 
 
-def prose(section: Any) -> str:
-    """The Markdown explaining ``section`` (anything with an ``anchor``, and a ``prose_package`` unless it
-    is kvx's own): ``{anchor}.md`` in that package, "" when it has none."""
-    package = getattr(section, "prose_package", PROSE_PACKAGE)
-    file = resources.files(package) / f"{section.anchor}.md"
+def prose(section: Section) -> str:
+    """The Markdown explaining ``section``: ``{anchor}.md`` in its ``prose_package``, "" when it has none."""
+    file = resources.files(section.prose_package) / f"{section.anchor}.md"
     return file.read_text(encoding="utf-8") if file.is_file() else ""
 
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from markdown_it import MarkdownIt
 
-from kvx.aggregate.catalogue import load
+from kvx.aggregate.catalogue import PROSE_PACKAGE, Section, load
 from kvx.aggregate.publish import report, sections_page
 from kvx.aggregate.ragscale import outcomes
 
@@ -30,7 +30,7 @@ TAG = re.compile(
 
 
 def _prose_files() -> dict[str, str]:
-    folder = resources.files(report.PROSE_PACKAGE)
+    folder = resources.files(PROSE_PACKAGE)
     return {f.name[:-3]: f.read_text(encoding="utf-8") for f in folder.iterdir() if f.name.endswith(".md")}
 
 
@@ -61,7 +61,7 @@ def test_prose_renders_as_paragraphs_lists_and_code_only(anchor):
 
 
 def test_the_prose_states_the_constants_current_values():
-    audit = " ".join(report.prose(report.Placed("audit", "", (), (), "")).split())
+    audit = " ".join(report.prose(Section("audit", "", 0, "")).split())
     assert f"the report shows the first {outcomes.CHANGED_SHOWN} of each comparison" in audit
     assert f"(|`raw_upgrade`| < {outcomes.MINIMUM_GAP * 100:g} pp)" in audit
     assert f"(retention below `--retention-alert`, default {outcomes.RETENTION_ALERT})" in audit
@@ -117,7 +117,7 @@ def test_sections_are_a_parameter_with_their_own_prose(tmp_path, monkeypatch):
     (package / "__init__.py").write_text("")
     (package / "mine.md").write_text("Read **this** first: `a_b` <script>x</script>\n\n- one\n- two\n")
     monkeypatch.syspath_prepend(str(tmp_path / "lib"))
-    mine = report.Placed("mine", "My section", ("mine_plot",), ("mine",), "nothing", True, "myprose")
+    mine = report.Placed("mine", "My section", 0, "nothing", True, "myprose", ("mine",), ("mine_plot",))
     placed = report.Report((mine,), {"mine_plot": "mine"}, {}, {})
     unplaced = report.Report((mine,), {}, {}, {})
     tables = {"mine": pd.DataFrame({"n_x": [3]})}
@@ -142,7 +142,7 @@ def test_sections_are_a_parameter_with_their_own_prose(tmp_path, monkeypatch):
     (written,) = report.write_section_markdown(tables, figures, out, placed)
     text = written.read_text(encoding="utf-8")
     assert text.endswith("## mine\n\n| n_x |\n| ---: |\n| 3 |\n\n![mine_plot](mine_plot.png)\n")
-    assert report.prose(report.Placed("absent", "", (), (), "", prose_package="myprose")) == ""
+    assert report.prose(Section("absent", "", 0, "", prose_package="myprose")) == ""
 
 
 def test_an_optional_section_whose_tables_have_no_rows_stays_out(tmp_path):
