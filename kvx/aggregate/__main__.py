@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from kvx.aggregate import catalogue
 from kvx.aggregate.kvexec.onset import check_threshold
-from kvx.aggregate.options import GATE, RETENTION_ALERT, counts, flags, forms, from_args
+from kvx.aggregate.options import GATE, RETENTION_ALERT, comma_list, counts, flags, forms, from_args
 from kvx.aggregate.ragscale.outcomes import (
     ATTENUATED,
     OUTCOMES,
@@ -98,7 +98,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     gate.add_argument(
         "--slice-by",
-        type=lambda text: [f.strip() for f in text.split(",") if f.strip()],
+        type=comma_list,
         help="row hints to slice the audit by, e.g. question_type,difficulty (default: a scores file's "
         "hint columns; records: none)",
     )

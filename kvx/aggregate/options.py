@@ -151,8 +151,13 @@ class Options:
     )
 
 
-def _names(text: str) -> list[str]:
+def comma_list(text: str) -> list[str]:
+    """``a, b,,c`` as ``["a", "b", "c"]``: the names a comma-separated flag gives."""
     return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _comma_lists(items: list[str]) -> list[str]:
+    return [name for item in items for name in comma_list(item)]
 
 
 #: how a repeatable flag's texts become its field's value
@@ -161,8 +166,8 @@ _PARSE: dict[str, Callable[[list[str]], Any]] = {
     "swaps": lambda items: [_pairs(p) for p in items],
     "families": lambda items: dict(item.split("=") for item in items),
     "case_sources": list,
-    "only": lambda items: [n for item in items for n in _names(item)],
-    "skip": lambda items: [n for item in items for n in _names(item)],
+    "only": _comma_lists,
+    "skip": _comma_lists,
 }
 
 
