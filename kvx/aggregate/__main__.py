@@ -280,13 +280,18 @@ def _main(argv: list[str]) -> int:
             raise ConfigError(f"--records holds no records ({'; '.join(source.notes)})")
     from kvx.aggregate.publish.write import publish
 
+    if drawer is not None:  # its figures are drawn: the catalogue that drew them
+        plots, declared = drawer.figures()
+    else:  # --no-plots (matplotlib never imported), or --scores drawing in publish
+        plots, declared = not args.no_plots, tables if args.no_plots else catalogue.load(figures=True)
     report = publish(
         result,
         source,
         out,
-        plots=drawer.figures() if drawer else not args.no_plots,
+        plots=plots,
         log_uri=None if args.no_log else log_uri,
         options=options,
+        declared=declared,
     )
     _summary(result, source.notes, report, time.perf_counter() - started)
     if not args.no_cache:
@@ -325,20 +330,25 @@ class _Figures:
     def __init__(self, out: Path, workers: int | None, kept: Path | None) -> None:
         self.out, self.workers, self.kept = out, workers, kept
         self.drawer: Drawer | None = None
+        self.declared: catalogue.Catalogue | None = None  # the catalogue with its figures, once started
 
     def start(self) -> Drawer:
         if self.drawer is None:
             from kvx.aggregate.publish.plots import Drawer
 
             self.out.mkdir(parents=True, exist_ok=True)
-            self.drawer = Drawer(self.out, catalogue.load(figures=True).figures, self.workers, self.kept)
+            self.declared = catalogue.load(figures=True)
+            self.drawer = Drawer(self.out, self.declared.figures, self.workers, self.kept)
         return self.drawer
 
     def add(self, name: str, frame: pd.DataFrame) -> None:
         self.start().add(name, frame)
 
-    def figures(self) -> dict[str, list[Path]]:
-        return self.start().figures()
+    def figures(self) -> tuple[dict[str, list[Path]], catalogue.Catalogue]:
+        """Every figure drawn, and the catalogue that declared them."""
+        figures = self.start().figures()
+        assert self.declared is not None  # start() loaded it with the drawer
+        return figures, self.declared
 
     def cancel(self) -> None:
         """The figures not begun are dropped, so leaving (Ctrl-C, bad input) waits for none of them."""

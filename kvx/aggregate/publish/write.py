@@ -9,7 +9,7 @@ from dataclasses import asdict
 from importlib.metadata import version
 from pathlib import Path
 
-from kvx.aggregate import catalogue
+from kvx.aggregate.catalogue import Catalogue
 from kvx.aggregate.read.sources import Source
 from kvx.aggregate.run import Options, Result
 
@@ -23,12 +23,13 @@ def publish(
     plots: bool | dict[str, list[Path]],
     log_uri: str | None,
     options: Options,
+    declared: Catalogue,
 ) -> Path:
     """Tables, figures (drawn here when ``plots`` is True; already drawn when it is the figures) and the
-    report, logged to MLflow when ``log_uri`` is given."""
+    report as ``declared`` (the run's catalogue, with its figures when there are any), logged to MLflow
+    when ``log_uri`` is given."""
     from kvx.aggregate.publish.report import Report, write_html, write_section_markdown, write_tables
 
-    declared = catalogue.load(figures=bool(plots))  # without figures, matplotlib is never imported
     shown = Report.of(declared)
     out.mkdir(parents=True, exist_ok=True)
     write_tables(result.tables, out, shown)
