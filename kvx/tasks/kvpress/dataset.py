@@ -152,7 +152,7 @@ class KvpressTask(Task):
 
     Subclasses set ``hub_id`` (the default path), ``subsets`` (``""`` among them when the whole
     dataset is one subset), ``answer_column`` and ``metadata_columns`` (the row's fields their metric
-    reads), and implement ``evaluate``. ``data_dir`` and ``row_source`` are the hooks for datasets
+    reads), and implement ``evaluate``. ``folder`` and ``row_source`` are the hooks for datasets
     whose folder is not the subset's name or whose rows need more than kvpress's columns.
     """
 
@@ -172,7 +172,7 @@ class KvpressTask(Task):
     def location(self) -> str:
         return self.path or self.hub_id
 
-    def data_dir(self) -> str | None:
+    def folder(self) -> str | None:
         """The subset's folder in the hub dataset (kvpress's ``data_dir``); None: the dataset's root."""
         return self.subset or None
 
@@ -191,7 +191,7 @@ class KvpressTask(Task):
     def rows(self) -> Any:
         """The subset's rows (``datasets.Dataset``), cached per file version."""
         path = self.location()
-        return load_rows(path, self.data_dir(), self.subset, _stamp(path))
+        return load_rows(path, self.folder(), self.subset, _stamp(path))
 
     def budget(self) -> int:
         """The subset's decoding budget: the ``max_new_tokens`` its rows share (kvpress decodes each row
@@ -217,7 +217,7 @@ class KvpressTask(Task):
         return {
             "path": str(Path(path).expanduser().resolve()) if is_local(path) else path,
             "snapshot": str(snapshot) if snapshot is not None else None,
-            "data_dir": self.data_dir(),
+            "data_dir": self.folder(),
             "subset": self.subset,
             "rows": len(rows),
             "fingerprint": getattr(rows, "_fingerprint", None),
