@@ -56,10 +56,10 @@ class KvxPluginConfigs(ConfigSource):
         return ConfigResult(dist, self.full_path(), node, {"package": None})
 
     def is_group(self, config_path: str) -> bool:
-        from kvx.cli.sources import GROUPS
+        from kvx.cli.sources import kind_of
 
         path = config_path.strip("/")
-        return path == "" or path in GROUPS
+        return path == "" or kind_of(path) is not None
 
     def is_config(self, config_path: str) -> bool:
         from kvx.cli import sources
@@ -68,7 +68,7 @@ class KvxPluginConfigs(ConfigSource):
         if path == sources.SCHEMA:
             return True
         group, name = sources.split(path)
-        return group in sources.GROUPS and sources.is_option(group, name)
+        return sources.kind_of(group) is not None and sources.is_option(group, name)
 
     def list(self, config_path: str, results_filter: ObjectType | None) -> list[str]:
         from kvx.cli import sources
@@ -78,8 +78,8 @@ class KvxPluginConfigs(ConfigSource):
             groups = list(sources.GROUPS) if results_filter in (None, ObjectType.GROUP) else []
             configs = [sources.SCHEMA] if results_filter in (None, ObjectType.CONFIG) else []
             return sorted(groups + configs)
-        if path not in sources.GROUPS or results_filter == ObjectType.GROUP:
-            return []
+        if sources.kind_of(path) is None or results_filter == ObjectType.GROUP:
+            return []  # a press's slots (press/base) are groups too, but nested without end: not listed
         return sources.option_names(path)
 
 

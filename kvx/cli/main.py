@@ -98,17 +98,19 @@ def _application(session: object):  # noqa: ANN202 - Hydra's decorated entry poi
 
 
 def command_line(args: list[str]) -> list[str]:
-    """Two kvx spellings Hydra's grammar lacks, rewritten into Hydra's:
+    """Three kvx spellings Hydra's grammar lacks, rewritten into Hydra's:
 
     - ``PART:KEY=VALUE`` (an override for one part of a suite preset) becomes the sweeper's
       ``hydra.sweeper.scoped.PART``;
+    - ``press.base=tova`` (a wrapper's slot chosen like a field) becomes the nested group choice
+      ``press/base=tova``, sweeps included (``-m press.base=snapkv,tova``);
     - a field of a swept group (``task=a,b task.corpus=sgd``, or any group's under ``+experiment=a,b``)
       is passed as ``++task.corpus=sgd``: Hydra composes a multirun's primary config with the group's
       default option, which may not have the field; every cell is composed with its own option and
       checked by the sweeper.
     """
     from kvx.cli.compose import parse
-    from kvx.cli.sources import GROUPS
+    from kvx.cli.sources import GROUPS, kind_of
 
     out, scoped, positions = [], {}, []
     at = set(override_positions(args))
@@ -123,10 +125,15 @@ def command_line(args: list[str]) -> list[str]:
         positions.append(len(out))
         out.append(arg)
     parsed = parse([out[i] for i in positions])
-    swept = {o.key_or_group for o in parsed if o.is_sweep_override()}
-    swept = set(GROUPS) if "experiment" in swept else swept & set(GROUPS)  # a preset may choose any group
     for i, o in zip(positions, parsed):
-        if "." in o.key_or_group and o.key_or_group.partition(".")[0] in swept:
+        if o.package is None and "." in o.key_or_group and kind_of(o.key_or_group.replace(".", "/")):
+            out[i] = o.input_line.replace(o.key_or_group, o.key_or_group.replace(".", "/"), 1)
+            o.key_or_group = o.key_or_group.replace(".", "/")
+    swept = {o.key_or_group for o in parsed if o.is_sweep_override()}
+    groups = {g for g in swept if kind_of(g)}
+    swept = set(GROUPS) | groups if "experiment" in swept else groups  # a preset may choose any group
+    for i, o in zip(positions, parsed):
+        if "." in o.key_or_group and any(o.key_or_group.startswith(g.replace("/", ".") + ".") for g in swept):
             out[i] = "++" + out[i].lstrip("+")
     for part, lines in scoped.items():
         quoted = ",".join("'" + line.replace("\\", "\\\\").replace("'", "\\'") + "'" for line in lines)

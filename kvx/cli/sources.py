@@ -16,7 +16,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from kvx.core.registry import DISABLE_ENV, RegistryError, registry
 
@@ -29,32 +29,57 @@ GROUPS = {
     "turn_selector": "turn_selector",
     "judge": "judge",
 }
+#: the config slots of a press that wraps others: nested groups ``press/base``, ``press/base/base``...
+#: (``press=adakv press/base=tova``); a slot's options are every registered press
+SLOTS = ("base", "first", "second", "prefill")
 #: the typed root config (``kvx.cli.schema.RunConfig``), first in conf/config.yaml's defaults
 SCHEMA = "kvx_schema"
 #: entry point group of installed packages' config folders: ``name = "package.conf"``
 CONF_GROUP = "kvx.conf"
 
 
+def kind_of(group: str) -> str | None:
+    """The registry kind of a config group: a plugin group, or a press's slot (``press/base/first``);
+    None for any other folder."""
+    top, *slots = group.strip("/").split("/")
+    if not slots:
+        return GROUPS.get(top)
+    return "compressor" if top == "press" and all(s in SLOTS for s in slots) else None
+
+
 def option_names(group: str) -> list[str]:
     """The options of a plugin group as a user types them (``kvx.core.registry.Registry.names``)."""
-    return registry(GROUPS[group]).names()
+    return registry(_kind(group)).names()
+
+
+def _kind(group: str) -> str:
+    kind = kind_of(group)
+    if kind is None:
+        raise KeyError(f"{group} is not a plugin group")
+    return kind
 
 
 def is_option(group: str, name: str) -> bool:
     """Whether ``name`` (bare or ``dist:name``) is registered in ``group``; imports nothing."""
-    reg = registry(GROUPS[group])
+    reg = registry(_kind(group))
     return any(name in (reg.display_name(e), e.name, e.qualified) for e in reg.entries)
 
 
 def option_node(group: str, name: str) -> tuple[DictConfig, str]:
     """The structured config of an option (its dataclass, so ``press.<field>=`` is type-checked) and the
-    distribution that provides it. RegistryError for an unknown, ambiguous or broken entry, or one
-    that is not a dataclass."""
-    entry = registry(GROUPS[group]).entry(name)
+    distribution that provides it. A press that wraps others names its slots' default options in a
+    defaults list, so ``press/base=<name>`` chooses another and ``press.base.<field>=`` sets its fields.
+    RegistryError for an unknown, ambiguous or broken entry, or one that is not a dataclass."""
+    entry = registry(_kind(group)).entry(name)
     cls = entry.load()
     if not dataclasses.is_dataclass(cls):
         raise RegistryError(f"{group} '{name}' from {entry.qualified} is not a dataclass: it has no config")
-    return OmegaConf.structured(cls), entry.dist
+    node = OmegaConf.structured(cls)
+    slots = {f.name: f.metadata["slot"] for f in dataclasses.fields(cls) if "slot" in f.metadata}
+    if slots:
+        with open_dict(node):  # Hydra reads and removes it (a structured config's own defaults list)
+            node.defaults = ["_self_", *({k: v} for k, v in slots.items())]
+    return node, entry.dist
 
 
 def schema_node() -> DictConfig:

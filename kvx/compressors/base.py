@@ -13,8 +13,9 @@ context into a cache. Two ways exist:
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from kvx.core.checks import check_ratio as check_ratio  # re-exported: plugins import it from here
 from kvx.core.identity import SettingSpec
@@ -27,6 +28,12 @@ if TYPE_CHECKING:
     from transformers import Cache, PreTrainedModel
 
     from kvx.modeling.capture import Capture
+
+
+def slot(default: str) -> Any:
+    """A press another press wraps: a nested config group (``press/base=tova``, fields as
+    ``press.base.window_size=32``) whose option is ``default`` unless chosen."""
+    return dataclasses.field(default=None, metadata={"slot": default})
 
 
 class Compressor(ABC):
@@ -89,3 +96,57 @@ class Compressor(ABC):
     ) -> RetainedMap:
         """The map of the compression that just built ``cache``; N/A unless a subclass knows it."""
         return RetainedMap("not_applicable", reason=f"{type(self).__name__} exposes no original-position map")
+
+    #: the registered name this compressor's stored cells were hashed under, when it was renamed
+    legacy_name: ClassVar[str | None] = None
+
+    def identity_fields(self) -> dict[str, Any]:
+        """The fields the cell identity hashes; a slot's press as its registered name and fields."""
+        from kvx.core.identity import fields_of
+
+        out = fields_of(self)
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            if "slot" in f.metadata and f.name in out:
+                out[f.name] = nested_identity(out[f.name])
+        return out
+
+    def stored_identity(self, name: str) -> dict[str, Any] | None:
+        """The identity an earlier kvx hashed this same setting under (its stores keep their cells),
+        or None when it is today's."""
+        if self.legacy_name is not None:
+            return {"name": self.legacy_name, "fields": self.identity_fields()}
+        return None
+
+
+def registered_name(compressor: Compressor) -> str:
+    """The name ``compressor``'s class is registered under (``snapkv``)."""
+    from kvx.core.registry import registry
+
+    return registry("compressor").name_of(type(compressor))
+
+
+def nested_identity(compressor: Compressor) -> dict[str, Any]:
+    """A slot's press in its wrapper's identity: its registered name and its own identity fields."""
+    return {"name": registered_name(compressor), "fields": compressor.identity_fields()}
+
+
+def label(compressor: Compressor, name: str, **extra: Any) -> str:
+    """``name`` with the fields that differ from their defaults; a slot's press in parentheses when
+    it is not the default option or has fields of its own: ``adakv(tova)``, ``chunkkv[chunk_length=10]``."""
+    from kvx.core.identity import changed_fields
+
+    changed = {k: v for k, v in changed_fields(compressor).items() if k not in _slots(compressor)}
+    changed.update(extra)
+    shown = ",".join(f"{k}={v}" for k, v in changed.items())
+    out = f"{name}[{shown}]" if shown else name
+    inner = []
+    for field_name, default in _slots(compressor).items():
+        value = getattr(compressor, field_name)
+        text = label(value, registered_name(value))
+        if text != default:
+            inner.append(text if len(_slots(compressor)) == 1 else f"{field_name}={text}")
+    return f"{out}({','.join(inner)})" if inner else out
+
+
+def _slots(compressor: Compressor) -> dict[str, str]:
+    return {f.name: f.metadata["slot"] for f in dataclasses.fields(compressor) if "slot" in f.metadata}  # type: ignore[arg-type]

@@ -15,16 +15,19 @@ from typing import TYPE_CHECKING, ClassVar
 
 from kvx.compressors.kvpress_adapter import KVPressCompressor
 from kvx.core.checks import check_choice, check_int, check_number
+from kvx.core.identity import SettingSpec
+from kvx.core.setting import Setting
 
 if TYPE_CHECKING:
     from kvpress.presses.base_press import BasePress
+    from transformers import PreTrainedModel
 
 CUR_LEVERAGE = ("key", "value", "kv_avg", "kv_product")
+KVCOMPOSE_AGGREGATES = ("mean", "max")
 
 
-class ScorerPressCompressor(KVPressCompressor):
-    """The kvpress ScorerPress named ``press_class``, built from ``compression_ratio`` and every field
-    (kept per head = max(1, int(n * (1 - ratio))))."""
+class NamedPress(KVPressCompressor):
+    """The kvpress press named ``press_class``, built from ``compression_ratio`` and every field."""
 
     press_class: ClassVar[str]
 
@@ -32,6 +35,12 @@ class ScorerPressCompressor(KVPressCompressor):
         import kvpress
 
         return getattr(kvpress, self.press_class)(compression_ratio=ratio, **self.press_fields())
+
+
+class ScorerPressCompressor(NamedPress):
+    """A kvpress ScorerPress (kept per head = max(1, int(n * (1 - ratio)))): any wrapper's base."""
+
+    scorer: ClassVar[bool] = True
 
 
 @dataclass
@@ -55,13 +64,18 @@ class random(ScorerPressCompressor):  # noqa: N801
 
 
 @dataclass
-class expected_attention(ScorerPressCompressor):  # noqa: N801
+class expected_attention_plain(ScorerPressCompressor):  # noqa: N801
+    """ExpectedAttentionPress alone. kvpress's registry names ``expected_attention`` the press under
+    AdaKV with epsilon=1e-2 (``conf/press/expected_attention.yaml``); kvx before 0.2 named this one so,
+    and its stored cells keep their ids."""
+
     n_future_positions: int = 512
     n_sink: int = 4
     use_covariance: bool = True
     use_vnorm: bool = True
     epsilon: float = 0.0
     press_class: ClassVar[str] = "ExpectedAttentionPress"
+    legacy_name: ClassVar[str | None] = "expected_attention"
 
     def validate(self) -> None:
         check_int("press.n_future_positions", self.n_future_positions, 1)
@@ -144,28 +158,128 @@ class non_causal_attention(ScorerPressCompressor):  # noqa: N801
 
 
 @dataclass
-class block(KVPressCompressor):  # noqa: N801 - registered names are the kvx names
-    """Block-wise K-norm scoring (BlockPress over KnormPress)."""
+class cap(ScorerPressCompressor):  # noqa: N801
+    """CAP: expected attention with a temperature ``tau`` on the future-query distribution."""
 
-    block_size: int = 128
+    tau: float = 5.0
+    n_future_positions: int = 512
+    n_sink: int = 4
+    epsilon: float = 1e-6
+    press_class: ClassVar[str] = "CapPress"
 
     def validate(self) -> None:
-        check_int("press.block_size", self.block_size, 1)
-
-    def build_press(self, ratio: float) -> BasePress:
-        from kvpress import BlockPress, KnormPress
-
-        return BlockPress(press=KnormPress(compression_ratio=ratio), block_size=self.block_size)
+        check_number("press.tau", self.tau, 0.0)
+        check_int("press.n_future_positions", self.n_future_positions, 1)
+        check_int("press.n_sink", self.n_sink, 0)
+        check_number("press.epsilon", self.epsilon, 0.0)
 
 
 @dataclass
-class key_rerotation(KVPressCompressor):  # noqa: N801
-    """K-norm eviction, then keys re-rotated to contiguous positions: decoding continues from
-    the compressed length, not the original one."""
+class kvcompose(NamedPress):  # noqa: N801
+    """KVCompose: attention-guided composite tokens, structured (one budget per layer, aligned
+    across heads) or not (``structured=false``: kvpress's ``kvcompose_unstructured``). It prefills
+    through its own forward (a ~2x cache while it scores): no replay on a captured prefill."""
 
-    decode_from_cache_length: ClassVar[bool] = True
+    structured: bool = True
+    agg_task: str = "max"
+    agg_group: str = "mean"
+    agg_head: str = "mean"
+    add_v_norm: bool = False
+    add_mean_across_heads: bool = True
+    keep_token_lower_bound: int = 0
+    press_class: ClassVar[str] = "KVComposePress"
+    fast_path: ClassVar[bool] = False
+
+    def validate(self) -> None:
+        for name in ("agg_task", "agg_group", "agg_head"):
+            check_choice(f"press.{name}", getattr(self, name), KVCOMPOSE_AGGREGATES)
+        check_int("press.keep_token_lower_bound", self.keep_token_lower_bound, 0)
+
+
+@dataclass
+class simlayerkv(KVPressCompressor):  # noqa: N801
+    """SimLayerKV: "lazy" layers (the last queries attend mostly to the first and recent tokens) keep
+    only those; the others keep everything. The threshold, not a ratio, decides, so the cell's
+    setting is its fields; the share kept is known only after the prefill (the cache's bytes)."""
+
+    lazy_threshold: float = 1.0
+    n_last: int = 1
+    n_recent: int = 1024
+    n_initial: int = 4
+    fast_path: ClassVar[bool] = False
+    budget_unsupported: ClassVar[str] = (
+        "SimLayerKV keeps whole layers or their ends: a token budget does not apply"
+    )
+
+    def validate(self) -> None:
+        check_number("press.lazy_threshold", self.lazy_threshold, 0.0, 1.0)
+        check_int("press.n_last", self.n_last, 1)
+        check_int("press.n_recent", self.n_recent, 0)
+        check_int("press.n_initial", self.n_initial, 0)
+
+    def setting_spec(self, ratio: float, budget_tokens: int | None) -> SettingSpec:
+        return (
+            SettingSpec("none", None)
+            if budget_tokens is None
+            else SettingSpec("budget_tokens", budget_tokens)
+        )
 
     def build_press(self, ratio: float) -> BasePress:
-        from kvpress import KeyRerotationPress, KnormPress
+        from kvpress import SimLayerKVPress
 
-        return KeyRerotationPress(press=KnormPress(compression_ratio=ratio))
+        return SimLayerKVPress(**self.press_fields())
+
+    def press_setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
+        return Setting(0.0, None, self.press_fields())
+
+
+class ReconstructionPress(NamedPress):
+    """KVzip's family: after the prefill, the context is fed again as a reconstruction prompt built
+    with the reader's chat template, which kvpress loads as ``AutoTokenizer.from_pretrained`` of the
+    model's ``name_or_path``: a reader without such a folder records the cell unsupported."""
+
+    fast_path: ClassVar[bool] = False
+
+    def press_setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
+        from pathlib import Path
+
+        source = str(getattr(model.config, "name_or_path", "") or "")
+        if not source or not Path(source).is_dir():
+            reason = (
+                f"{self.press_class} loads the reader's tokenizer from model.config.name_or_path "
+                f"({source or 'empty'}), which is not a local folder"
+            )
+            return Setting(ratio, None, self.press_fields(), False, reason)
+        if type(model).__name__.startswith("Gemma3"):
+            return Setting(ratio, None, self.press_fields(), False, f"{self.press_class} does not run Gemma3")
+        return super().press_setting(ratio, n_context, model)
+
+
+@dataclass
+class kvzip(ReconstructionPress):  # noqa: N801
+    """KVzip: scores from how much each cached pair serves reconstructing the context
+    (``kvzip_plus_normalization=true``: kvpress's ``kvzip_plus``)."""
+
+    layerwise: bool = False
+    n_sink: int = 4
+    kvzip_plus_normalization: bool = False
+    chunk_size: int = 2048
+    press_class: ClassVar[str] = "KVzipPress"
+
+    def validate(self) -> None:
+        check_int("press.n_sink", self.n_sink, 0)
+        check_int("press.chunk_size", self.chunk_size, 1)
+
+
+@dataclass
+class kvgrad(ReconstructionPress):  # noqa: N801
+    """KVgrad: KVzip's reconstruction scored by gradients of its loss with respect to the cache."""
+
+    layerwise: bool = False
+    n_sink: int = 4
+    chunk_size: int = 512
+    press_class: ClassVar[str] = "KVgradPress"
+
+    def validate(self) -> None:
+        check_int("press.n_sink", self.n_sink, 0)
+        check_int("press.chunk_size", self.chunk_size, 1)

@@ -32,6 +32,8 @@ class KVPressCompressor(Compressor):
     #: presses whose scores do not depend on the compression ratio (read in kvpress's source): a
     #: capture's scores then serve every ratio of the press instead of being computed per cell
     ratio_free_scores: ClassVar[bool] = False
+    #: the press is a kvpress ScorerPress (a score per token and head): wrappers take only these
+    scorer: ClassVar[bool] = False
 
     @abstractmethod
     def build_press(self, ratio: float) -> BasePress:

@@ -113,6 +113,16 @@ class Registry:
     def get(self, name: str) -> Any:
         return self.entry(name).load()
 
+    def name_of(self, cls: type) -> str:
+        """The name a user types for the entry that registers ``cls`` (a built-in's bare name), found
+        from the entry points' values, so nothing is imported. RegistryError if none registers it."""
+        value = f"{cls.__module__}:{cls.__qualname__}"
+        matches = [e for e in self.entries if e.entry_point.value.replace(" ", "") == value]
+        matches = [e for e in matches if e.dist == BUILTIN_DIST] or matches
+        if not matches:
+            raise RegistryError(f"no registered {self.kind} is {value}")
+        return self.display_name(matches[0])
+
 
 def unknown_message(kind: str, name: str, known: list[str]) -> str:
     guess = difflib.get_close_matches(name, known, n=1, cutoff=0.5)

@@ -73,9 +73,43 @@ def _v1_to_v2(record: dict[str, Any]) -> tuple[str, ...]:
     return UNKNOWN_IN_1
 
 
+#: presses schema 3 named after kvpress's evaluation registry or opened to any base: the name a schema-2
+#: record gives -> (today's name, the base it always ran over, its fields that are the base's)
+RENAMED_PRESSES: dict[str, tuple[str, str | None, tuple[str, ...]]] = {
+    "expected_attention": ("expected_attention_plain", None, ()),
+    "adakv": ("adakv", "snapkv", ("window_size", "kernel_size")),
+    "chunkkv": ("chunkkv", "knorm", ()),
+    "block": ("block", "knorm", ()),
+    "key_rerotation": ("key_rerotation", "knorm", ()),
+}
+
+
+def _v2_to_v3(record: dict[str, Any]) -> tuple[str, ...]:
+    """Schema 3 names presses as kvpress's registry does and lets wrappers take any base: a schema-2
+    ``expected_attention`` is today's ``expected_attention_plain``, and a schema-2 ``adakv``, ``chunkkv``,
+    ``block`` or ``key_rerotation`` ran over the one base it then had, which its flat fields now name
+    (``press.base``, with the base's own fields under it). The cell id is unchanged: kvx hashes these
+    settings as it did (``Compressor.stored_identity``), so a store keeps its cells."""
+    press = record.get("compressor")
+    if isinstance(press, str) and press in RENAMED_PRESSES:
+        name, base, moved = RENAMED_PRESSES[press]
+        record["compressor"] = name
+        cell = record.get("cell")
+        fields = cell.get("fields") if isinstance(cell, dict) else None
+        if isinstance(fields, dict) and fields.get("press") == press:
+            fields["press"] = name
+            if base is not None:
+                fields["press.base"] = base
+                for key in moved:
+                    if f"press.{key}" in fields:
+                        fields[f"press.base.{key}"] = fields.pop(f"press.{key}")
+    record["schema_version"] = "3"
+    return ()
+
+
 Step = Callable[[dict[str, Any]], tuple[str, ...]]
 #: schema version -> the step that brings a record of it to the next version
-STEPS: dict[str, Step] = {"1": _v1_to_v2}
+STEPS: dict[str, Step] = {"1": _v1_to_v2, "2": _v2_to_v3}
 READABLE = (*STEPS, SCHEMA_VERSION)  # every version this kvx reads
 
 
