@@ -27,15 +27,23 @@ from typing import Any, ClassVar
 from kvx.core.checks import check_choice
 from kvx.core.errors import ConfigError, one_line
 from kvx.core.source import Source
-from kvx.tasks.base import CountTokens, Task
+from kvx.tasks.base import CountTokens, Score, Task
 from kvx.tasks.jsonl import seeded_order
 
 #: the columns every kvpress dataset has (each benchmark adds its reference column and what its metric reads)
 COLUMNS = ("context", "question", "answer_prefix", "max_new_tokens")
 #: the split kvpress evaluates (``evaluate.py``: ``split="test"``)
 SPLIT = "test"
+#: a graded score this close to 1 is a perfect answer: the ``rouge`` package's F of identical texts is
+#: 1 - 5e-9 (its 1e-8 smoothing)
+PERFECT = 1 - 1e-6
 #: the ``datasets`` builder of each single-file format
 BUILDERS = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".arrow": "arrow"}
+
+
+def graded(value: float, normalized: str, **kw: Any) -> Score:
+    """A score in [0, 1] that is correct when perfect (``PERFECT``)."""
+    return Score(float(value), float(value) >= PERFECT, normalized, **kw)
 
 
 def is_local(path: str) -> bool:
