@@ -94,3 +94,27 @@ def test_hydra_reads_the_length_as_the_folders_name():
     cfg = composed("task=kvpress_ruler", "task.data_dir=16384", "task.subset=vt")
     task = instantiate(cfg, "task")
     assert (task.data_dir, task.subset, task.folder()) == ("16384", "vt", "16384")
+
+
+def test_the_preset_is_kvpress_leaderboard_at_4096_tokens():
+    from kvx.testing.cli import composed
+
+    cfg = composed("+experiment=kvpress/ruler", return_hydra=True)
+    params = cfg.hydra.sweeper.params
+    assert tuple(params["task.subset"].split(",")) == RULER_TASKS
+    assert [float(r) for r in params["ratio"].split(",")] == [0.25, 0.5, 0.75, 0.875]
+    # evaluation/leaderboard.sh's first loop, less the presses kvx does not have
+    leaderboard = [
+        "random",
+        "knorm",
+        "snapkv",
+        "expected_attention",
+        "streaming_llm",
+        "tova",
+        "observed_attention",
+        "qfilter",
+    ]
+    leaderboard += ["pyramidkv", "lagkv", "keydiff", "adakv_compactor", "cur", "kvzip"]
+    kept = params["press"].split(",")
+    assert kept == [p for p in leaderboard if p not in {"qfilter", "adakv_compactor", "kvzip"}]
+    assert (cfg.task.data_dir, cfg.n_sources, cfg.max_new_tokens) == ("4096", 500, None)

@@ -90,3 +90,12 @@ def test_math500_reads_the_first_box(math500):
     polar = next(s for s in sources if s.question == MATH)
     cut = task.evaluate(r"\boxed{\left( 3, \frac{\pi}{2} \right)}", polar)
     assert (cut.correct, cut.normalized) == (False, r"\left( 3, \frac{\pi")
+
+
+@pytest.mark.parametrize(("name", "rows"), [("aime25", 30), ("math500", 500)])
+def test_presets_run_every_problem_with_the_rows_budget(name, rows):
+    from kvx.testing.cli import composed
+
+    cfg = composed(f"+experiment=kvpress/{name}", return_hydra=True)
+    assert (cfg.n_sources, cfg.max_new_tokens, cfg.ratio) == (rows, None, 0.5)
+    assert cfg.hydra.runtime.choices["press"] == "knorm" and cfg.hydra.runtime.choices["task"] == name

@@ -150,3 +150,22 @@ def test_the_same_numbers_as_the_rouge_package():
         got = needle_scores(NEEDLE, answer)
         for metric, stats in want.items():
             assert got[metric] == pytest.approx(stats, abs=1e-12), (answer, metric)
+
+
+def test_the_preset_sweeps_the_depth_by_length_grid_and_every_point_passes_preflight(path, tmp_path):
+    from kvx.testing.cli import composed, plan
+
+    cfg = composed("+experiment=kvpress/needle_in_haystack", return_hydra=True)
+    params = cfg.hydra.sweeper.params
+    assert params["task.needle_depth"] == ",".join(str(d) for d in range(0, 101, 10))
+    assert params["context_tokens"] == "1024,2048,4096,8192,16384,32768"
+    # kvpress's evaluate_config.yaml: knorm at 0.5, the dataset's budget; one source per point
+    assert (cfg.task.needle_depth, cfg.ratio, cfg.n_sources, cfg.max_new_tokens) == (50, 0.5, 1, None)
+    assert cfg.hydra.runtime.choices["press"] == "knorm"
+    (sweep,) = plan(
+        "+experiment=kvpress/needle_in_haystack",
+        "reader=tiny",
+        f"task.path={path}",
+        f"outputs_dir={tmp_path}",
+    )
+    assert len(sweep["cells"]) == 11 * 6
