@@ -31,7 +31,7 @@ GROUPS = {
 }
 #: the config slots of a press that wraps others: nested groups ``press/base``, ``press/base/base``...
 #: (``press=adakv press/base=tova``); a slot's options are every registered press
-SLOTS = ("base", "first", "second", "prefill")
+SLOTS = ("base", "first", "second", "prefilling")
 #: the typed root config (``kvx.cli.schema.RunConfig``), first in conf/config.yaml's defaults
 SCHEMA = "kvx_schema"
 #: entry point group of installed packages' config folders: ``name = "package.conf"``

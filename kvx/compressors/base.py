@@ -13,6 +13,7 @@ context into a cache. Two ways exist:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -96,6 +97,14 @@ class Compressor(ABC):
     ) -> RetainedMap:
         """The map of the compression that just built ``cache``; N/A unless a subclass knows it."""
         return RetainedMap("not_applicable", reason=f"{type(self).__name__} exposes no original-position map")
+
+    #: the press compresses while the answer is generated (kvpress's decoding presses): the decode runs
+    #: under ``decode_under`` and alone, never in a batch
+    compresses_decoding: ClassVar[bool] = False
+
+    def decode_under(self, model: PreTrainedModel) -> contextlib.AbstractContextManager[None]:
+        """What the decode of this compressor's cache runs under: nothing, for prefill-only presses."""
+        return contextlib.nullcontext()
 
     #: the registered name this compressor's stored cells were hashed under, when it was renamed
     legacy_name: ClassVar[str | None] = None

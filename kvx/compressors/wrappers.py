@@ -10,6 +10,7 @@ cell's identity. Defaults follow kvpress's evaluation registry (``chunkkv`` is C
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -424,6 +425,14 @@ class DMS(Wrapper):
             sliding_window_size=self.sliding_window_size,
             decoding=self.decoding,
         )
+
+    @property
+    def compresses_decoding(self) -> bool:  # type: ignore[override]
+        return self.decoding
+
+    def decode_under(self, model: PreTrainedModel) -> contextlib.AbstractContextManager[None]:
+        """With ``decoding=true`` the decode runs under the press the prefill used (its score buffer)."""
+        return self._last[0](model) if self.decoding else contextlib.nullcontext()
 
     def press_setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
         # what it keeps depends on the scores: measured after the prefill (the cache's bytes)

@@ -33,6 +33,7 @@ class Compressor(Protocol):
     """What a run asks of a compressor (``kvx.compressors.base.Compressor`` is one)."""
 
     attn_implementation: str | None
+    compresses_decoding: bool
 
     def compress_captured(self, model: PreTrainedModel, capture: Capture, ratio: float) -> Cache: ...
 
@@ -205,6 +206,8 @@ class CompressedRun:
         """The decoding cache cut back to compression + question, so a reference can be
         teacher-forced without feeding the question again; None where that is not exact."""
         extra = self.feed.shape[1]
+        if self.compressor.compresses_decoding:  # decoding compressed it: no such cache remains
+            return None
         if isinstance(self._cache, QuantizedCache):
             # exact only while decoding stayed in the unquantized residual (no re-quantization)
             if any(layer._quantized_keys is not q for layer, q in zip(self._cache.layers, self._quantized)):
@@ -231,5 +234,8 @@ class CompressedRun:
         return capture_prefill(self.reader.model, self.prefill_ids).full_cache()
 
     def fresh_cache(self) -> Cache | None:
-        """The cache as compression left it (rebuilt from the capture), or None without one."""
+        """The cache as compression left it (rebuilt from the capture), or None without one (or when
+        the press also compresses while decoding: a diagnostic would miss the decode's compression)."""
+        if self.compressor.compresses_decoding:
+            return None
         return self.build() if self.capture is not None else None

@@ -84,9 +84,14 @@ def cache_cost(cache: Cache, model: PreTrainedModel | None = None) -> dict[str, 
 
 def decode_cost(gen: Generation) -> dict[str, Any]:
     """The decode's timings: the question's forward, the median later step, tokens, batch rows."""
-    return {
+    out = {
         "question_ms": round(gen.question_ms, 3),
         "decode_ms_per_token": round(statistics.median(gen.step_ms), 3) if gen.step_ms else None,
         "new_tokens": len(gen.token_ids),
         "decode_rows": gen.rows,
     }
+    if gen.kv_bytes:  # a cache compressed while decoding: its size over the steps
+        out["kv_bytes_decode_peak"] = max(gen.kv_bytes)
+        out["kv_bytes_decode_mean"] = round(statistics.fmean(gen.kv_bytes), 1)
+        out["kv_bytes_decode_end"] = gen.kv_bytes[-1]
+    return out

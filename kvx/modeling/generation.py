@@ -8,6 +8,7 @@ the compressor left in the cache; decoding is greedy argmax until an end-of-sequ
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -25,6 +26,9 @@ class Generation:
     question_ms: float = 0.0
     step_ms: list[float] = field(default_factory=list)
     rows: int = 1  # rows of the batched forward that decoded it (its timings are the batch's)
+    #: the cache's bytes after the question's forward and after each later step, where the decode
+    #: compresses it (kvpress's decoding presses); None where the cache only grows
+    kv_bytes: list[int] | None = None
 
 
 def eos_ids(model: PreTrainedModel) -> list[int]:
@@ -42,14 +46,17 @@ def greedy_decode(
     feed_ids: torch.Tensor,
     start_position: int,
     max_new_tokens: int,
+    measure: Callable[[Cache], int] | None = None,
 ) -> Generation:
-    """Feed ``feed_ids`` (question + answer prefix) after ``cache`` and decode greedily."""
+    """Feed ``feed_ids`` (question + answer prefix) after ``cache`` and decode greedily; with
+    ``measure``, the cache's size after every forward goes into ``Generation.kv_bytes``."""
     stop = set(eos_ids(model))
     position_ids = torch.arange(
         start_position, start_position + feed_ids.shape[1], device=feed_ids.device
     ).unsqueeze(0)
     started = time.perf_counter()
     out = model(input_ids=feed_ids, past_key_values=cache, position_ids=position_ids, logits_to_keep=1)
+    sizes = None if measure is None else [measure(cache)]
     first_logits = out.logits[0, -1]
     position = position_ids[:, -1:] + 1
     generated = [out.logits[0, -1].argmax()]
@@ -64,6 +71,8 @@ def greedy_decode(
         if int(generated[-1]) in stop:  # int() waits for the device: the step's time is complete
             stop_reason = "eos"
         step_ms.append(1000 * (time.perf_counter() - started))
+        if sizes is not None and measure is not None:
+            sizes.append(measure(cache))
     ids = [int(t) for t in generated]
     text = tokenizer.decode(ids, skip_special_tokens=True)
-    return Generation(ids, text, stop_reason, first_logits, question_ms, step_ms)
+    return Generation(ids, text, stop_reason, first_logits, question_ms, step_ms, kv_bytes=sizes)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from transformers import Cache
 
 from kvx.modeling.compressed import CompressedRun
+from kvx.modeling.costs import held_bytes
 from kvx.modeling.generation import Generation, greedy_decode
 from kvx.modeling.layers import clear_head_masks
 from kvx.modeling.reader import LoadedReader, attn_implementation
@@ -43,8 +44,11 @@ def decode_batch(reader: LoadedReader, decodes: list[DecodeJob]) -> list[Generat
 def decode_compressed(
     reader: LoadedReader, run: CompressedRun, cache: Cache, max_new_tokens: int
 ) -> Generation:
-    """One compressed answer alone, positions continuing from where compression says decoding starts."""
-    with attn_implementation(reader.model, run.decode_impl):
-        gen = greedy_decode(reader.model, reader.tokenizer, cache, run.feed, run.start, max_new_tokens)
+    """One compressed answer alone, positions continuing from where compression says decoding starts;
+    a press that compresses while decoding runs over it, the cache's bytes measured at every step."""
+    model, comp = reader.model, run.compressor
+    measure = held_bytes if comp.compresses_decoding else None
+    with attn_implementation(model, run.decode_impl), comp.decode_under(model):
+        gen = greedy_decode(model, reader.tokenizer, cache, run.feed, run.start, max_new_tokens, measure)
     run.first_logits = gen.first_logits
     return gen

@@ -18,14 +18,17 @@ from kvx.core.registry import registry
 EXPOSED = {
     "AdaKVPress": "adakv",
     "BlockPress": "block",
+    "CAMPress": "cam",
     "CapPress": "cap",
     "ChunkKVPress": "chunkkv",
     "ChunkPress": "chunk",
     "CompactorPress": "compactor",
+    "CompressionRatioDecodingPress": "compression_ratio_decoding",
     "ComposedPress": "composed",
     "CriticalAdaKVPress": "critical_adakv",
     "CriticalKVPress": "critical",
     "CURPress": "cur",
+    "DecodingPress": "decoding",
     "DMSPress": "dms",
     "EntropyGatedChunkKVPress": "entropy_gated_chunkkv",
     "ExpectedAttentionPress": "expected_attention_plain",
@@ -41,6 +44,7 @@ EXPOSED = {
     "NonCausalAttnPress": "non_causal_attention",
     "ObservedAttentionPress": "observed_attention",
     "PerLayerCompressionPress": "per_layer",
+    "PrefillDecodingPress": "prefill_decoding",
     "PyramidKVPress": "pyramidkv",
     "RandomPress": "random",
     "SimLayerKVPress": "simlayerkv",
@@ -61,10 +65,6 @@ EXCLUDED = {
     "QFilterPress": "downloads its Q-filters from the hub",
     "RestoreKVPress": "downloads LoRA adapters and restore embeddings from the hub",
     "FinchPress": "needs the question after a delimiter token inside the prefill (its window): not run yet",
-    "DecodingPress": "decoding-time compression: not run yet",
-    "CompressionRatioDecodingPress": "decoding-time compression: not run yet",
-    "PrefillDecodingPress": "decoding-time compression: not run yet",
-    "CAMPress": "decoding-time compression: not run yet",
 }
 #: deliberate departures from kvpress's defaults
 KVX_DEFAULTS = {("random", "seed"): 0}

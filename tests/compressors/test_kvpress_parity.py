@@ -86,6 +86,31 @@ CASES = {
         lambda r: kvpress.AdaKVPress(kvpress.ExpectedAttentionPress(r, epsilon=1e-2)),
     ),
     "kvcompose": (lambda: _kvx("kvcompose"), lambda r: kvpress.KVComposePress(compression_ratio=r)),
+    "decoding(knorm)": (
+        lambda: _kvx("decoding", **DECODE),
+        lambda r: kvpress.DecodingPress(kvpress.KnormPress(), **DECODE),
+    ),
+    "compression_ratio_decoding(tova)": (
+        lambda: _kvx(
+            "compression_ratio_decoding", "tova", compression_interval=4, hidden_states_buffer_size=4
+        ),
+        lambda r: kvpress.CompressionRatioDecodingPress(
+            kvpress.TOVAPress(),
+            compression_interval=4,
+            hidden_states_buffer_size=4,
+            target_compression_ratio=r,
+        ),
+    ),
+    "cam(streaming_llm)": (
+        lambda: _kvx("cam", "streaming_llm", merge_budget=8, **DECODE),
+        lambda r: kvpress.CAMPress(kvpress.StreamingLLMPress(), merge_budget=8, **DECODE),
+    ),
+    "prefill_decoding(snapkv;knorm)": (
+        lambda: _prefill_decoding(),
+        lambda r: kvpress.PrefillDecodingPress(
+            kvpress.SnapKVPress(r, window_size=16), kvpress.DecodingPress(kvpress.KnormPress(), **DECODE)
+        ),
+    ),
     "simlayerkv": (
         lambda: _kvx("simlayerkv", lazy_threshold=0.0, n_recent=32),
         lambda r: kvpress.SimLayerKVPress(lazy_threshold=0.0, n_recent=32),
@@ -105,6 +130,17 @@ CACHE_ONLY = {
     "kvcompose",
     "per_layer(knorm)",
 }
+
+
+#: small enough that the cache is cut several times within the test's few decoding steps
+DECODE = {"compression_interval": 4, "target_size": 64, "hidden_states_buffer_size": 4}
+
+
+def _prefill_decoding():
+    comp = _kvx("prefill_decoding", **DECODE)
+    comp.prefilling = registry("compressor").get("snapkv")(window_size=16)
+    comp.validate()
+    return comp
 
 
 def _ratio(press, ratio: float):
