@@ -27,7 +27,11 @@ from kvx import __version__
 from kvx.core.records import UNKNOWABLE, Answer, Record
 
 #: importer name -> module with ``add_arguments(parser)`` and ``run(args) -> int``
-IMPORTERS = {"kvdiagnosis": "kvx.importers.kvdiagnosis", "tpbench": "kvx.importers.tpbench"}
+IMPORTERS = {
+    "kvdiagnosis": "kvx.importers.kvdiagnosis",
+    "kvpress": "kvx.importers.kvpress",
+    "tpbench": "kvx.importers.tpbench",
+}
 MANIFEST = "import_manifest.json"
 RECORDS_SUFFIX = ".jsonl.gz"
 CONTROLS_SUFFIX = ".controls.jsonl.gz"

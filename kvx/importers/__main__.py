@@ -3,6 +3,7 @@
 python -m kvx.importers kvdiagnosis path/to/KVDiagnosis --out imported/kvdiagnosis
 python -m kvx.aggregate --records imported/kvdiagnosis
 python -m kvx.importers tpbench path/to/TPBench --out imported/tpbench
+python -m kvx.importers kvpress path/to/kvpress/results --out imported/kvpress
 
 Bad input (an unknown importer, a missing PATH, a folder that is not the named release, an
 unreadable file in it) is one ``kvx.importers: ...`` line on stderr and exit code 2. Exit code 1:
