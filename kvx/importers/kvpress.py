@@ -570,7 +570,8 @@ class Scorer:
 
 def _configured(cls: type, subset: str, data_dir: str | None) -> Task | None:
     """A kvpress task class set to ``subset`` (and ``data_dir``, when it has that field) whose folder is
-    the run's data_dir; None when that subset lives in another folder or the class refuses it."""
+    the run's data_dir (any, for a run without one: kvpress read the dataset's root); None when that
+    subset lives in another folder or the class refuses it."""
     names = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
     kwargs: dict[str, Any] = {"subset": subset}
     if "data_dir" in names and data_dir is not None:
@@ -580,7 +581,7 @@ def _configured(cls: type, subset: str, data_dir: str | None) -> Task | None:
         folder = task.folder()  # type: ignore[attr-defined]
     except Exception:  # a subset or folder the class refuses: not this one
         return None
-    return task if folder == data_dir else None
+    return task if data_dir is None or folder == data_dir else None
 
 
 class Scorers:
@@ -837,9 +838,11 @@ class Converter:
     ) -> dict[str, Any]:
         s, row, own = run.settings, run.rows[index], self.scored(run, index)
         row_task = row.get("task", "")
-        if isinstance(own.scorer, Scorer):
-            task, task_fields = own.scorer.name, own.scorer.fields
-            family = getattr(own.scorer.task, "family", None)
+        if isinstance(
+            own.scorer, Scorer
+        ):  # a task field the row has a column for is the row's (needle_depth)
+            task, family = own.scorer.name, getattr(own.scorer.task, "family", None)
+            task_fields = {k: value_of(row[k]) if k in row else v for k, v in own.scorer.fields.items()}
         else:
             task, task_fields, family = f"kvpress_{s['dataset'].replace('-', '_')}", {}, None
             task_fields = {"subset": row_task or s["data_dir"] or ""}
@@ -944,11 +947,11 @@ class Converter:
         fields: dict[str, Any] = {
             "origin": NAME,
             "task": task,
-            **{f"task.{k}": _scalar(v) for k, v in sorted(task_fields.items())},
             "task.dataset": s["dataset"],
             "task.data_dir": s["data_dir"],
             "task.fraction": s["fraction"],
             "task.needle_depth": _scalar(s["needle_depth"]),
+            **{f"task.{k}": _scalar(v) for k, v in sorted(task_fields.items())},  # the row's, over the run's
             "max_new_tokens": _scalar(s["max_new_tokens"]),
             "reader": str(s["model"]),
             "reader.max_context_length": s["max_context_length"],
@@ -968,6 +971,8 @@ class Converter:
         }
         if s["dataset"] == "ruler" and str(s["data_dir"]).isdigit():
             fields["context_tokens"] = int(s["data_dir"])  # kvpress's RULER folders are context lengths
+        elif s["dataset"] == "needle_in_haystack":
+            fields["context_tokens"] = s["max_context_length"]  # the haystack is cut to it
         if kind == "none" and MEASURED not in (run.columns or []):
             fields["press.compression_ratio"] = _scalar(s["compression_ratio"])  # a DecodingPress: unused
         if run.repeat is not None:

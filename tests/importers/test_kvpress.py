@@ -6,8 +6,9 @@ with ``predictions.csv`` (the dataset's rows without ``context``, columns in set
 numpy prints them, ``predicted_answer`` and, but for DecodingPress runs, ``compression_ratio``),
 ``metrics.json`` (``json.dump(..., indent=4)`` of the benchmark's calculate_metrics) and ``config.yaml``
 (``yaml.dump`` of EvaluationConfig with its popping rules). A query-aware run's rows have the question
-moved into the context, so its ``question`` column is empty. Every expected count is by hand from the
-tables below.
+moved into the context, so its ``question`` column is empty. The rows are scored by kvx's kvpress tasks
+(``kvx.tasks.kvpress``), or by kvx's own RULER tasks where no kvpress task is registered. Every
+expected count is by hand from the tables below.
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ import gzip
 import json
 import shutil
 from collections import Counter
-from dataclasses import dataclass
 from importlib.metadata import EntryPoint
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,11 +29,12 @@ import yaml
 
 from kvx.core import registry as registry_mod
 from kvx.core.records import unknown_fields, validate
-from kvx.core.source import Source
 from kvx.importers.__main__ import main
 from kvx.importers.kvpress import parse_list, settings_from_name
-from kvx.tasks.base import Score
-from kvx.tasks.kvpress.dataset import KvpressTask
+from kvx.tasks.kvpress.longbench import LongBench, LongBenchE
+from kvx.tasks.kvpress.needle import NeedleInHaystack
+from kvx.tasks.kvpress.ruler import KvpressRuler
+from kvx.tasks.ruler import CommonWords, NiahSingle1
 
 QWEN, LLAMA = "Qwen/Qwen3-8B", "meta-llama/Llama-3.1-8B-Instruct"
 # RULER 4096 rows: (task, key, references); the question and answer prefix name the key
@@ -42,19 +43,20 @@ RULER = {
     "B": ("niah_single_1", "banana", ["2222222"]),
     "C": ("niah_single_1", "cherry", ["3333333"]),
     "D": ("cwe", "", ["alpha", "beta"]),
-    "E": ("qa_1", "", ["Paris", "paris city"]),  # no kvx task scores RULER's qa here: unsupported
+    "E": ("qa_1", "", ["Paris", "paris city"]),
 }
-# run -> row -> predicted answer; scores: string_match_all (niah, cwe: share of references found)
+# run -> row -> predicted answer; scores: string_match_all (niah, cwe: share of references found),
+# string_match_part (qa: any reference found)
 ANSWERS = {
     "no_press": {"A": "1111111", "B": "2222222.", "C": "9999999", "D": "alpha, beta", "E": "Paris"},
     "knorm": {"A": "1111111", "B": "2222223", "C": "3333333", "D": "alpha", "E": "London"},
     "snapkv_qa": {"A": "1234567", "B": "2222222", "C": "0", "D": "Alpha and BETA", "E": "Paris"},
     "kvzap": {"A": "1111111", "B": "2222222", "C": "9999999", "D": "beta alpha", "E": "Paris"},
 }
-# the FullCache control: A, B, D correct, C wrong. Hand-counted transitions (niah_single_1, cwe):
-# knorm 0.5: A C->C, B C->W, C W->C, D C->W (0.5 of the words)
-# snapkv 0.5 query-aware: A C->W, B C->C, C W->W, D C->C
-# kvzap_linear threshold -3: A C->C, B C->C, C W->W, D C->C
+# the FullCache control: A, B, D, E correct, C wrong. Hand-counted transitions:
+# knorm 0.5: A C->C, B C->W, C W->C, D C->W (0.5 of the words), E C->W
+# snapkv 0.5 query-aware: A C->W, B C->C, C W->W, D C->C, E C->C
+# kvzap_linear threshold -3: A C->C, B C->C, C W->W, D C->C, E C->C
 
 
 def ruler_row(row: str) -> dict[str, Any]:
@@ -121,8 +123,12 @@ def folder_name(config: dict[str, Any]) -> str:
     slot = config.get("threshold", config.get("head_compression_ratio", config.get("compression_ratio")))
     parts = [config["dataset"], config["data_dir"] or "", config["model"].replace("/", "--")]
     parts += [config["press_name"], f"{slot:.2f}"]
+    if config["max_context_length"] is not None:
+        parts.append(f"max_context{config['max_context_length']}")
     if config["query_aware"]:
         parts.append("query_aware")
+    if config["needle_depth"] is not None and config["dataset"] == "needle_in_haystack":
+        parts.append(f"needle_depth{config['needle_depth']}")
     return "__".join(p for p in parts if p)
 
 
@@ -196,33 +202,28 @@ def make_results(root: Path) -> Path:
     return root
 
 
-# a kvpress task: LongBench's hub id, the subset the folder holding the run's data_dir
-@dataclass
-class LongBenchLike(KvpressTask):
-    hub_id: ClassVar[str] = "Xnhyacinth/LongBench"
-    benchmark: ClassVar[str] = "longbench"
-    subsets: ClassVar[tuple[str, ...]] = ("narrativeqa", "trec")
-    answer_column: ClassVar[str] = "answers"
-    metadata_columns: ClassVar[tuple[str, ...]] = ("all_classes",)
-
-    def evaluate(self, answer: str, source: Source) -> Score:
-        assert source.metadata["task"] == self.subset and source.metadata["_id"]  # the row's own columns
-        return Score.of(float(any(a.lower() in answer.lower() for a in source.answers)), answer.strip())
-
-
 def _entry(name: str, obj: type) -> registry_mod.Entry:
     group = registry_mod.GROUPS["task"]
     return registry_mod.Entry(name, group, "kvx", "0", EntryPoint(name, "x:y", group), _obj=obj, loaded=True)
 
 
+def use_tasks(monkeypatch: pytest.MonkeyPatch, **classes: type) -> None:
+    """The task registry the import sees: exactly these tasks."""
+    entries = [_entry(name, cls) for name, cls in classes.items()]
+    monkeypatch.setitem(registry_mod._REGISTRIES, "task", registry_mod.Registry("task", "kvx.tasks", entries))
+
+
 @pytest.fixture(autouse=True)
 def tasks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The task registry of these tests: kvx's RULER niah_single_1 and cwe, and the LongBench-like task."""
-    from kvx.tasks.ruler import CommonWords, NiahSingle1
-
-    entries = [_entry("ruler_niah_single_1", NiahSingle1), _entry("ruler_cwe", CommonWords)]
-    entries.append(_entry("longbench", LongBenchLike))
-    monkeypatch.setitem(registry_mod._REGISTRIES, "task", registry_mod.Registry("task", "kvx.tasks", entries))
+    """kvx's kvpress tasks (two on LongBench's hub id) and its own RULER tasks."""
+    use_tasks(
+        monkeypatch,
+        ruler_niah_single_1=NiahSingle1,
+        kvpress_ruler=KvpressRuler,
+        longbench=LongBench,
+        longbench_e=LongBenchE,
+        needle_in_haystack=NeedleInHaystack,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -258,9 +259,11 @@ CONTROL = "ruler__4096__Qwen--Qwen3-8B__no_press__0.00"
 
 
 def transitions(records: list[dict]) -> dict[str, Counter]:
+    """RULER subset (or task) -> transitions, or statuses of records without one."""
     out: dict[str, Counter] = {}
     for r in records:
-        out.setdefault(r["task"], Counter())[r["transition"] or r["status"]] += 1
+        name = r["cell"]["fields"].get("task.subset", r["task"])
+        out.setdefault(name, Counter())[r["transition"] or r["status"]] += 1
     return out
 
 
@@ -270,19 +273,19 @@ def test_records_pair_with_the_no_press_run(imported: Path) -> None:
         validate(record)
         assert set(unknown_fields(record)) == set(record["provenance"]["unknown"]), record["key"]
     assert len({r["key"] for r in records}) == len(records) == 6 * 5  # the control run makes no records
-    niah, cwe = "ruler_niah_single_1", "ruler_cwe"
+    assert {r["task"] for r in records} == {"kvpress_ruler"}  # kvpress's RULER task, not kvx's own
     assert transitions(_of(records, KNORM)) == {
-        niah: Counter({"C→C": 1, "C→W": 1, "W→C": 1}),
-        cwe: Counter({"C→W": 1}),
-        "kvpress_ruler": Counter({"unsupported": 1}),
+        "niah_single_1": Counter({"C→C": 1, "C→W": 1, "W→C": 1}),
+        "cwe": Counter({"C→W": 1}),
+        "qa_1": Counter({"C→W": 1}),
     }
     assert transitions(_of(records, f"{KNORM}~1")) == transitions(_of(records, KNORM))  # the rerun
     assert transitions(_of(records, SNAP)) == {
-        niah: Counter({"C→W": 1, "C→C": 1, "W→W": 1}),
-        cwe: Counter({"C→C": 1}),
-        "kvpress_ruler": Counter({"unsupported": 1}),
+        "niah_single_1": Counter({"C→W": 1, "C→C": 1, "W→W": 1}),
+        "cwe": Counter({"C→C": 1}),
+        "qa_1": Counter({"C→C": 1}),
     }
-    assert transitions(_of(records, KVZAP))[niah] == Counter({"C→C": 2, "W→W": 1})
+    assert transitions(_of(records, KVZAP))["niah_single_1"] == Counter({"C→C": 2, "W→W": 1})
     # the query-aware run's rows (no question in its file) are the control's rows, by content
     snap = {r["source_id"]: r for r in _of(records, SNAP)}
     knorm = {r["source_id"]: r for r in _of(records, KNORM)}
@@ -291,27 +294,19 @@ def test_records_pair_with_the_no_press_run(imported: Path) -> None:
     assert a["full"]["output"] == "1111111" and a["compressed"]["output"] == "1234567"
     assert a["cell"]["fields"]["query_aware"] == "question"
     assert a["setting"]["method_parameter"]["control_query_aware"] is False
-    [d] = [r for r in knorm.values() if r["task"] == cwe]
+    [d] = [r for r in knorm.values() if r["cell"]["fields"]["task.subset"] == "cwe"]
     assert d["references"] == ["alpha", "beta"] and d["compressed"]["score"] == 0.5
-    # RULER's qa row: no kvx task scores it; kvpress's answers are kept
-    [qa] = [r for r in knorm.values() if r["task"] == "kvpress_ruler"]
-    assert qa["status"] == "unsupported" and "no kvx task scores kvpress ruler rows of qa_1" in qa["reason"]
-    assert qa["provenance"]["kvpress"] | {"row": None} == {
-        "folder": KNORM,
-        "row": None,
-        "predicted_answer": "London",
-        "control_predicted_answer": "Paris",
-    }
-    assert qa["cell"]["fields"]["task.subset"] == "qa_1"
+    [e] = [r for r in knorm.values() if r["cell"]["fields"]["task.subset"] == "qa_1"]
+    assert (e["full"]["score"], e["compressed"]["score"]) == (1.0, 0.0)  # string_match_part
 
 
 def test_cells_keep_every_setting_apart(imported: Path) -> None:
     records = _records(imported)
-    knorm = next(r for r in _of(records, KNORM) if r["task"] == "ruler_niah_single_1")
+    knorm = next(r for r in _of(records, KNORM) if r["cell"]["fields"]["task.subset"] == "niah_single_1")
     fields = knorm["cell"]["fields"]
-    assert {k: fields[k] for k in ("task", "task.dataset", "task.data_dir", "context_tokens", "reader")} == {
-        "task": "ruler_niah_single_1",
-        "task.dataset": "ruler",
+    assert {k: fields[k] for k in ("task", "task.subset", "task.data_dir", "context_tokens", "reader")} == {
+        "task": "kvpress_ruler",
+        "task.subset": "niah_single_1",
         "task.data_dir": "4096",
         "context_tokens": 4096,
         "reader": QWEN,
@@ -332,26 +327,26 @@ def test_cells_keep_every_setting_apart(imported: Path) -> None:
             "control_query_aware": False,
         },
     }
-    assert knorm["seed"] == 42 and knorm["compressor"] == "knorm" and knorm["task_family"] == "ruler"
-    rerun = _of(records, f"{KNORM}~1")[0]["cell"]["fields"]
+    assert knorm["seed"] == 42 and knorm["compressor"] == "knorm" and "task_family" not in knorm
+    rerun = next(r for r in _of(records, f"{KNORM}~1"))["cell"]["fields"]
     assert (fields["press.repeat"], rerun["press.repeat"]) == (0, 1)
     kvzap = next(r for r in _of(records, KVZAP) if r["status"] == "supported")
     assert kvzap["compressor"] == "kvzap_linear" and kvzap["cell"]["fields"]["press.threshold"] == -3.0
     assert (kvzap["setting"]["kind"], kvzap["setting"]["ratio"]) == ("none", 0.62)
     assert kvzap["setting"]["retained_share"] == pytest.approx(0.38)
-    cells = {r["cell"]["id"] for r in records if r["task"] == "ruler_niah_single_1"}
-    assert len(cells) == 6  # knorm, its rerun, snapkv, kvzap, Llama's knorm, tova
+    niah = [r for r in records if r["cell"]["fields"]["task.subset"] == "niah_single_1"]
+    assert len({r["cell"]["id"] for r in niah}) == 6  # knorm, its rerun, snapkv, kvzap, Llama's knorm, tova
 
 
 def test_runs_without_a_control_or_a_config(imported: Path) -> None:
     records = _records(imported)
     alone = _of(records, LLAMA_KNORM)
-    assert Counter(r["status"] for r in alone) == {"error": 4, "unsupported": 1}
-    reason = next(r["reason"] for r in alone if r["status"] == "error")
-    assert reason.startswith("no FullCache control: no no_press run (or ratio-0 run) of dataset=ruler")
-    assert all(r["full"] is None for r in alone)
-    tova = _of(records, TOVA)
-    assert transitions(tova)["ruler_niah_single_1"] == Counter({"C→C": 1, "C→W": 1, "W→C": 1})
+    assert Counter(r["status"] for r in alone) == {"error": 5} and all(r["full"] is None for r in alone)
+    assert alone[0]["reason"].startswith(
+        "no FullCache control: no no_press run (or ratio-0 run) of dataset=ruler"
+    )
+    tova = _of(records, TOVA)  # predictions only: the settings of its folder name
+    assert transitions(tova)["niah_single_1"] == Counter({"C→C": 1, "C→W": 1, "W→C": 1})
     first = tova[0]
     assert first["seed"] is None and first["provenance"]["unknown"]["seed"].startswith("no config.yaml")
     unverified = first["setting"]["method_parameter"]["control_unverified"]
@@ -372,13 +367,13 @@ def test_manifest_compares_kvpress_metrics(imported: Path) -> None:
     assert runs[KNORM]["metrics_check"] == [
         {"group": "cwe", "stated": 50.0, "rows": 1, "kvx": 50.0, "agrees": True},
         {"group": "niah_single_1", "stated": 66.67, "rows": 3, "kvx": 66.666667, "agrees": True},
-        {"group": "qa_1", "stated": 0.0, "rows": 1, "kvx": None, "reason": "1 of 1 rows not scored"},
+        {"group": "qa_1", "stated": 0.0, "rows": 1, "kvx": 0.0, "agrees": True},
     ]
     assert manifest["metrics_differ"] == [f"{SNAP}: niah_single_1 40.0 in metrics.json, 33.333333 by kvx"]
     counts = manifest["counts"]
     assert counts["records"] == 30 and counts["runs"] == 7
-    assert counts["by_status"] == {"error": 4, "supported": 20, "unsupported": 6}
-    assert counts["controls"] == 4  # A, B, C, D of the one control, in one ledger per task: 3 + 1
+    assert counts["by_status"] == {"error": 5, "supported": 25}
+    assert counts["controls"] == 5  # the control's five rows, one ledger per subset
 
 
 def test_aggregate_reads_the_import(imported: Path, tmp_path: Path) -> None:
@@ -392,35 +387,64 @@ def test_aggregate_reads_the_import(imported: Path, tmp_path: Path) -> None:
         problems = [(p["check"], p["severity"], p["message"]) for p in csv.DictReader(fh)]
     assert problems == []
     matrix = pd.read_csv(report / "matrix.csv")
-    # labels name what varies: the rerun's index, the query-aware mode, what the run without
-    # config.yaml does not say (its max_new_tokens, fp8, model_kwargs: unknown)
+    # labels name what varies: the subset, the rerun's index, the query-aware mode, and what the run
+    # without config.yaml does not say (its max_new_tokens, fp8, model_kwargs: unknown)
     niah = matrix[
-        (matrix["level"] == "task") & (matrix["task"] == "ruler_niah_single_1[max_new_tokens=None]")
+        (matrix["level"] == "task")
+        & (matrix["task"] == "kvpress_ruler[subset=niah_single_1, max_new_tokens=None]")
     ]
     niah = niah[niah["reader"].str.startswith(QWEN)].set_index("compressor")
-    knorm, rerun = (
-        niah.loc["knorm[query_aware=False, repeat=0]"],
-        niah.loc["knorm[query_aware=False, repeat=1]"],
-    )
+    knorm = niah.loc["knorm[query_aware=False, repeat=0]"]
     assert (knorm["n_fc"], knorm["n_cc"], knorm["n_cw"], knorm["n_wc"], knorm["cw_rate"]) == (2, 1, 1, 1, 0.5)
-    assert (rerun["n_cw"], rerun["cw_rate"]) == (1, 0.5)
+    assert niah.loc["knorm[query_aware=False, repeat=1]", "n_cw"] == 1
     snap = niah.loc["snapkv[query_aware=question]"]
     assert (snap["n_cc"], snap["n_cw"], snap["n_ww"]) == (1, 1, 1)
     assert (niah.loc["kvzap_linear[query_aware=False]", "n_cw"], niah.loc["FullCache", "n_fc"]) == (0, 2)
-    family = matrix[
-        (matrix["level"] == "family") & matrix["compressor"].str.startswith("knorm[query_aware=False, r")
+    pooled = matrix[
+        (matrix["level"] == "pooled") & (matrix["compressor"] == "knorm[query_aware=False, repeat=0]")
     ]
-    assert set(family["task"]) == {"ruler/* @4096"} and list(family["n_cw"]) == [2, 2]  # B and D
+    assert list(pooled["n_fc"]) == [4] and list(pooled["n_cw"]) == [3]  # B, D, E of A, B, D, E
     llama = matrix[(matrix["level"] == "task") & matrix["reader"].str.startswith(LLAMA)]
-    assert set(llama["n_error"]) == {0, 1, 3} and set(llama["n_supported"]) == {0}  # no control: no pair
+    assert set(llama["n_error"]) == {1, 3} and set(llama["n_supported"]) == {0}  # no control: no pair
     failures = pd.read_csv(report / "failures.csv")
-    # C->W sets: niah B (knorm, rerun, tova) and A (snapkv); cwe D (knorm, rerun, tova)
-    assert failures["n_failures"].sum() == 4 + 3 and failures["n_failures"].max() == 1
+    # C->W sets: B (knorm, rerun, tova), A (snapkv); D and E (knorm, rerun, tova)
+    assert failures["n_failures"].sum() == 4 + 3 + 3 and failures["n_failures"].max() == 1
+
+
+def test_kvx_ruler_tasks_without_kvpress_ruler(
+    results: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a kvpress RULER task, kvx's own RULER tasks score their subtasks (RULER's string match);
+    a subtask none scores is unsupported, with kvpress's answers kept."""
+    use_tasks(monkeypatch, ruler_niah_single_1=NiahSingle1, ruler_cwe=CommonWords)
+    out = tmp_path / "out"
+    assert main(["kvpress", str(results), "--out", str(out), "--quiet"]) == 0
+    knorm = _of(_records(out), KNORM)
+    assert transitions(knorm) == {
+        "ruler_niah_single_1": Counter({"C→C": 1, "C→W": 1, "W→C": 1}),
+        "ruler_cwe": Counter({"C→W": 1}),
+        "qa_1": Counter({"unsupported": 1}),
+    }
+    [qa] = [r for r in knorm if r["status"] == "unsupported"]
+    assert qa["task"] == "kvpress_ruler" and "no kvx task scores kvpress ruler rows of qa_1" in qa["reason"]
+    assert qa["provenance"]["kvpress"] | {"row": None} == {
+        "folder": KNORM,
+        "row": None,
+        "predicted_answer": "London",
+        "control_predicted_answer": "Paris",
+    }
+    assert {r["task"]: r.get("task_family") for r in knorm} == {
+        "ruler_niah_single_1": "ruler",
+        "ruler_cwe": "ruler",
+        "kvpress_ruler": None,
+    }
+    manifest = json.loads((out / "import_manifest.json").read_text())
+    assert list(manifest["counts"]["unscored"].values()) == [6]  # qa_1 of six runs
 
 
 def test_a_kvpress_task_scores_its_subset(tmp_path: Path) -> None:
-    """LongBench rows go to the task whose hub_id is LongBench's, set to the subset whose folder is the
-    run's data_dir, the row's columns (all_classes, _id) in its source."""
+    """LongBench rows go to the task on LongBench's hub id whose subset's folder is the run's data_dir
+    (longbench, not longbench_e), scored with the row's own columns (qa F1 for narrativeqa)."""
     rows = [
         {
             "context": f"story {i}",
@@ -438,30 +462,57 @@ def test_a_kvpress_task_scores_its_subset(tmp_path: Path) -> None:
         for i, (name, refs) in enumerate([("Ann", ["a teacher"]), ("Bob", ["a baker", "the baker"])])
     ]
     base = {"dataset": "longbench", "data_dir": "narrativeqa"}
-    write_run(
-        tmp_path / "results",
-        config_of(**base, press_name="no_press", compression_ratio=0.0),
-        rows,
-        ["She is a teacher", "a baker"],
-        100.0,
-    )
-    write_run(
-        tmp_path / "results", config_of(**base, press_name="snapkv"), rows, ["a teacher", "no idea"], 25.0
-    )
+    no_press = config_of(**base, press_name="no_press", compression_ratio=0.0)
+    write_run(tmp_path / "results", no_press, rows, ["A teacher.", "the baker"], 100.0)
+    snap = config_of(**base, press_name="snapkv")
+    write_run(tmp_path / "results", snap, rows, ["teacher", "Bob is a baker"], 80.0)  # F1 1 and 1/2
     out = tmp_path / "out"
     assert main(["kvpress", str(tmp_path / "results"), "--out", str(out), "--quiet"]) == 0
-    records = _records(out)
-    assert [r["transition"] for r in sorted(records, key=lambda r: r["references"])] == ["C→W", "C→C"]
+    records = sorted(_records(out), key=lambda r: r["references"])
+    assert [r["transition"] for r in records] == ["C→W", "C→C"]
+    assert records[0]["compressed"]["metrics"] == {"qa_f1": 0.5}  # "bob is baker" against "baker"
     fields = records[0]["cell"]["fields"]
-    assert (records[0]["task"], fields["task.subset"], fields["task.path"]) == (
-        "longbench",
-        "narrativeqa",
-        "",
-    )
+    assert (records[0]["task"], fields["task.subset"]) == ("longbench", "narrativeqa")
     manifest = json.loads((out / "import_manifest.json").read_text())
-    assert manifest["metrics_differ"] == [
-        "longbench__narrativeqa__Qwen--Qwen3-8B__snapkv__0.50: all 25.0 in metrics.json, 50.0 by kvx"
+    snapkv = next(run for run in manifest["runs"] if run["settings"]["press_name"] == "snapkv")
+    assert snapkv["metrics_check"] == [
+        {"group": "all", "stated": 80.0, "rows": 2, "kvx": 75.0, "agrees": False}
     ]
+
+
+def test_needle_rows_are_cells_of_their_depth(tmp_path: Path) -> None:
+    """A needle run of two depths: each row is needle_in_haystack at its own depth, sized to the run's
+    max_context_length (kvx's context_tokens)."""
+    needle = "The best thing to do in San Francisco is eat a sandwich."
+    rows = [
+        {
+            "context": f"book {d}",
+            "needle": needle,
+            "needle_depth": d,
+            "question": "What is the best thing?",
+            "answer_prefix": "Answer:",
+            "max_new_tokens": 64,
+        }
+        for d in (0, 50)
+    ]
+    base = {
+        "dataset": "needle_in_haystack",
+        "data_dir": None,
+        "max_context_length": 2048,
+        "needle_depth": [0, 50],
+    }
+    no_press = config_of(**base, press_name="no_press", compression_ratio=0.0)
+    write_run(tmp_path / "results", no_press, rows, [needle, needle], [])
+    write_run(tmp_path / "results", config_of(**base), rows, [needle, "a sandwich"], [])
+    out = tmp_path / "out"
+    assert main(["kvpress", str(tmp_path / "results"), "--out", str(out), "--quiet"]) == 0
+    records = sorted(_records(out), key=lambda r: r["cell"]["fields"]["task.needle_depth"])
+    assert [r["transition"] for r in records] == ["C→C", "C→W"]
+    assert [r["cell"]["fields"]["task.needle_depth"] for r in records] == [0, 50]
+    assert {r["cell"]["fields"]["context_tokens"] for r in records} == {2048}
+    assert records[1]["compressed"]["score"] == pytest.approx(
+        2 / 12
+    )  # "a sandwich": 2 of the needle's 12 words
 
 
 def test_lists_as_numpy_prints_them() -> None:
