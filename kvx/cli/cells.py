@@ -16,6 +16,7 @@ from kvx.cli.preflight import check_job, diagnostics_of
 from kvx.cli.sources import GROUPS, instantiate, is_option
 from kvx.core.errors import ConfigError
 from kvx.core.identity import digest
+from kvx.core.query import query_mode, stored
 from kvx.core.registry import RegistryError, canonical, registry
 from kvx.transforms.turns import selection
 
@@ -77,7 +78,7 @@ def build_cell(cfg: DictConfig, typed: dict[str, str]) -> tuple[Any, Any, dict[s
         n_sources=int(cfg.n_sources),
         context_tokens=int(cfg.context_tokens),
         max_new_tokens=task.max_new_tokens if cfg.max_new_tokens is None else int(cfg.max_new_tokens),
-        query_aware=bool(cfg.query_aware),
+        query_aware=query_mode(cfg.query_aware),
         diagnostics=diagnostics_of(cfg),
         budget_tokens=None if cfg.budget_tokens is None else int(cfg.budget_tokens),
         transform_name=transform_name,
@@ -103,4 +104,5 @@ def setting_digest(cfg: DictConfig, typed: dict[str, str]) -> str:
     assert isinstance(body, dict)
     for key in RUN_ONLY:
         body.pop(key, None)
+    body["query_aware"] = stored(query_mode(body["query_aware"]))  # true and prompt: one cell
     return digest({"config": body, "choices": typed})

@@ -24,6 +24,7 @@ from kvx.cli.errors import unknown_key
 from kvx.cli.sources import GROUPS, instantiate
 from kvx.core.checks import check_bool, check_int, check_optional_int, check_ratio
 from kvx.core.errors import ConfigError, one_line
+from kvx.core.query import query_mode
 from kvx.core.registry import registry
 from kvx.diagnostics.base import Diagnostic, check_order
 from kvx.stores.tags import tracking_uri
@@ -62,7 +63,8 @@ def check_job(cfg: DictConfig) -> None:
     check_int("seed", cfg.seed)
     check_int("n_sources", cfg.n_sources, 1)
     check_optional_int("max_new_tokens", cfg.max_new_tokens, 1)
-    for key in ("query_aware", "force", "progress"):
+    query_mode(cfg.query_aware)
+    for key in ("force", "progress"):
         check_bool(key, cfg[key])
     for key in ("capture_cache_mb", "memo_cache_mb"):
         if key in cfg:

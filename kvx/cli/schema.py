@@ -42,7 +42,7 @@ class RunConfig:
     n_sources: int = 10
     context_tokens: int = 1024
     max_new_tokens: Any = None
-    query_aware: bool = False
+    query_aware: Any = False  # false | prompt | question (true: prompt): kvx.core.query
     diagnostics: Any = field(default_factory=lambda: ["coverage", "likelihood", "decoding"])
     diagnostic_fields: dict[str, Any] = field(default_factory=dict)
     force: bool = False

@@ -123,7 +123,9 @@ class CellIdentity:
     n_sources: int
     context_tokens: int
     max_new_tokens: int
-    query_aware: bool
+    #: ``kvx.core.query.stored``: false, true (the ``prompt`` mode, as stores before the modes had names
+    #: hold it) or "question"; not in the split: every mode pairs with the same FullCache control
+    query_aware: bool | str
 
     def split_fields(self) -> dict[str, Any]:
         return {

@@ -212,7 +212,8 @@ class Record:
     full: Answer | None = None
     compressed: Answer | None = None
     transition: str | None = None
-    query_aware: bool | None = None
+    #: ``kvx.core.query.stored``: false, true (the prompt mode) or "question"
+    query_aware: bool | str | None = None
     split: str | None = None
     contrast: dict[str, str] | None = None
     transform: dict[str, Any] | None = None
@@ -224,7 +225,7 @@ class Record:
     category: dict[str, Any] | None = None
     task_family: str | None = None
     provenance: dict[str, Any] | None = None  # external records only: origin, source, unknown fields
-    #: ``reader.max_prompt_tokens`` set: the limit and the context tokens cut from the left to fit it
+    #: ``reader.max_prompt_tokens`` set: the limit, ``reader.truncation`` (mode) and the context tokens cut
     truncation: dict[str, Any] | None = None
     schema_version: str = SCHEMA_VERSION
 

@@ -32,7 +32,7 @@ def align_evidence(
     if not getattr(tokenizer, "is_fast", False):
         return Alignment(False, reason="a slow tokenizer gives no character offsets")
     if prompt.truncated:
-        return Alignment(False, reason="the context was cut from the left (reader.max_prompt_tokens)")
+        return Alignment(False, reason="the context was cut to fit reader.max_prompt_tokens")
     enc = tokenizer(prompt.context_text, add_special_tokens=False, return_offsets_mapping=True)
     if enc["input_ids"] != prompt.context_ids[0].tolist():
         return Alignment(False, reason="re-tokenizing the prompt with offsets gives other token ids")

@@ -37,9 +37,15 @@ class Prompt:
     #: per segment of the source, the [start, end) token positions of context_ids it occupies
     #: (None: the tokenizer gives no character offsets)
     segment_spans: list[tuple[int, int]] | None = None
-    #: context tokens cut from the left to fit ``max_prompt_tokens`` (``context_text`` is then the
-    #: text before the cut)
+    #: context tokens cut to fit ``max_prompt_tokens`` (``context_text`` is then the text before the cut)
     truncated: int = 0
+    #: kvpress's query-aware input (``query_aware=question``): the question ends the context part, and
+    #: the question part is only the template's suffix and the answer prefix
+    joined: bool = False
+
+
+#: what ``max_prompt_tokens`` cuts: ``left`` (``truncate_left``) or ``context`` (``truncate_context``)
+TRUNCATIONS = ("left", "context")
 
 
 def token_count(tokenizer: PreTrainedTokenizerBase, text: str) -> int:
@@ -62,8 +68,10 @@ class LoadedReader:
     label: str = ""
     #: the model family the audit's family-by-row bootstrap resamples (``qwen``, ``gemma``)
     family: str = ""
-    #: ``reader.max_prompt_tokens``: render() cuts the context from the left past it (None: never)
+    #: ``reader.max_prompt_tokens``: render() cuts the context past it (None: never)
     max_prompt_tokens: int | None = None
+    #: ``reader.truncation``: how render() cuts, one of ``TRUNCATIONS``
+    truncation: str = "left"
 
     def __post_init__(self) -> None:
         # a reader built by hand (tests, scripts) is identified by its name and revision
@@ -117,17 +125,38 @@ class LoadedReader:
         offset = len(context) - len(source_context)
         return Prompt(ctx.to(self.device), q.to(self.device), context, offset)
 
-    def render(self, source: Source) -> Prompt:
+    def render(self, source: Source, joined: bool = False) -> Prompt:
         """The encode stage: the source's segments as one prompt, with each segment's token span,
-        cut from the left to ``max_prompt_tokens`` when set."""
-        prompt = self.encode(source.context, source.question, source.answer_prefix, source.system)
+        cut to ``max_prompt_tokens`` when set. ``joined``: kvpress's query-aware input, the question
+        appended to the context text (``query_aware=question``), its question part empty."""
+        context, question = (
+            (source.context + source.question, "") if joined else (source.context, source.question)
+        )
+        prompt = self.encode(context, question, source.answer_prefix, source.system)
+        prompt.joined = joined
         if getattr(self.tokenizer, "is_fast", False):
             enc = self.tokenizer(prompt.context_text, add_special_tokens=False, return_offsets_mapping=True)
             if enc["input_ids"] == prompt.context_ids[0].tolist():
                 prompt.segment_spans = token_spans(enc["offset_mapping"], source, prompt.context_offset)
-        if self.max_prompt_tokens is not None:
+        if self.max_prompt_tokens is not None and self.truncation == "context":
+            truncate_context(prompt, self.max_prompt_tokens)
+        elif self.max_prompt_tokens is not None:
             truncate_left(prompt, self.max_prompt_tokens, self.tokenizer, source.id)
         return prompt
+
+
+def truncate_context(prompt: Prompt, limit: int) -> None:
+    """Keep the context part's first ``limit`` tokens, as kvpress's pipeline does with
+    ``max_context_length`` (``preprocess``): the template's opening and the start of the context stay,
+    the end goes (the question first, in a ``joined`` prompt); the question part is never cut, nor
+    counted in ``limit``."""
+    over = int(prompt.context_ids.shape[1]) - limit
+    if over <= 0:
+        return
+    prompt.context_ids = prompt.context_ids[:, :limit]
+    prompt.truncated = over
+    if prompt.segment_spans is not None:
+        prompt.segment_spans = [_clip(span, limit) for span in prompt.segment_spans]
 
 
 def truncate_left(prompt: Prompt, limit: int, tokenizer: PreTrainedTokenizerBase, source_id: str) -> None:
@@ -158,6 +187,12 @@ def truncate_left(prompt: Prompt, limit: int, tokenizer: PreTrainedTokenizerBase
     prompt.truncated = over
     if prompt.segment_spans is not None:
         prompt.segment_spans = [_shift(span, head, over) for span in prompt.segment_spans]
+
+
+def _clip(span: tuple[int, int], limit: int) -> tuple[int, int]:
+    """A segment's token span after every token from ``limit`` on is removed ((0, 0) when all were)."""
+    lo, hi = (min(p, limit) for p in span)
+    return (lo, hi) if hi > lo else (0, 0)
 
 
 def _shift(span: tuple[int, int], head: int, cut: int) -> tuple[int, int]:
@@ -220,6 +255,7 @@ def _config_key(name: str, reader: Reader, weights: bool = False) -> str:
     fields = dataclasses.asdict(reader)  # type: ignore[call-overload]
     if weights:
         fields.pop("max_prompt_tokens", None)
+        fields.pop("truncation", None)
     return f"{name}:{sorted(fields.items())}"
 
 
@@ -256,7 +292,7 @@ _LOADED: dict[str, LoadedReader] = {}
 
 def load_reader(name: str, reader: Reader) -> LoadedReader:
     """Load a reader once per process: every cell of a sweep reuses the same model (a sweep over
-    ``max_prompt_tokens`` too: each value is the same weights under its own identity)."""
+    ``max_prompt_tokens`` or ``truncation`` too: each value is the same weights under its own identity)."""
     key = _config_key(name, reader, weights=True)
     if key not in _LOADED:
         _LOADED.clear()  # one model per process: a new reader replaces the old one
@@ -265,8 +301,8 @@ def load_reader(name: str, reader: Reader) -> LoadedReader:
     identity = reader_identity(name, reader)
     if loaded.identity == identity:
         return loaded
-    limit = getattr(reader, "max_prompt_tokens", None)
-    return dataclasses.replace(loaded, identity=identity, max_prompt_tokens=limit)
+    limit, cut = getattr(reader, "max_prompt_tokens", None), getattr(reader, "truncation", "left")
+    return dataclasses.replace(loaded, identity=identity, max_prompt_tokens=limit, truncation=cut)
 
 
 def build_reader(name: str, reader: Reader) -> LoadedReader:
@@ -285,5 +321,7 @@ def build_reader(name: str, reader: Reader) -> LoadedReader:
     model.eval()
     identity = reader_identity(name, reader)
     label = reader.label(name)
-    limit = getattr(reader, "max_prompt_tokens", None)
-    return LoadedReader(name, model, tokenizer, revision, fabric, identity, label, reader.family(name), limit)
+    limit, cut = getattr(reader, "max_prompt_tokens", None), getattr(reader, "truncation", "left")
+    return LoadedReader(
+        name, model, tokenizer, revision, fabric, identity, label, reader.family(name), limit, cut
+    )

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from kvx.compressors.base import Compressor
 from kvx.core.identity import CellIdentity, SettingSpec, changed_fields, component, fields_of
+from kvx.core.query import OFF, query_mode, stored
 from kvx.core.records import SUPPORTED, Record, versions
 from kvx.core.setting import Setting
 from kvx.core.source import Source
@@ -39,13 +40,18 @@ class Cell:
     n_sources: int
     context_tokens: int
     max_new_tokens: int
-    query_aware: bool = False
+    #: a ``kvx.core.query`` mode: false, prompt or question (True and False, as configs before the
+    #: modes had names say it, are read as prompt and false)
+    query_aware: str = OFF
     #: (name, diagnostic) in run order; likelihood before decoding, which reads its gold ranks
     diagnostics: list[tuple[str, Diagnostic]] = field(default_factory=list)
     #: keep this many context tokens instead of removing ``ratio`` of them
     budget_tokens: int | None = None
     transform_name: str = "none"
     transform: Transform = field(default_factory=Identity)
+
+    def __post_init__(self) -> None:
+        self.query_aware = query_mode(self.query_aware)
 
     def spec(self) -> SettingSpec:
         return self.compressor.setting_spec(self.ratio, self.budget_tokens)
@@ -55,7 +61,8 @@ class Cell:
         ``turns:recency[fraction=0.3]+snapkv[window_size=32]@0.5``. The compressor's identity fields
         that differ from their defaults (and ``query_aware``) are shown, so two cells of a sweep never
         share a label while the defaults keep it short."""
-        changed = {**changed_fields(self.compressor), **({"query_aware": True} if self.query_aware else {})}
+        mode = {"query_aware": self.query_aware} if self.query_aware != OFF else {}
+        changed = {**changed_fields(self.compressor), **mode}
         shown = ",".join(f"{k}={v}" for k, v in changed.items())
         compressor = f"{self.press_name}{f'[{shown}]' if shown else ''}@{self.spec().label()}"
         if self.transform.identity:
@@ -75,7 +82,7 @@ class Cell:
             n_sources=self.n_sources,
             context_tokens=self.context_tokens,
             max_new_tokens=self.max_new_tokens,
-            query_aware=self.query_aware,
+            query_aware=stored(self.query_aware),
         )
 
 
@@ -98,7 +105,7 @@ class Plan:
             "model_revision": reader.revision,
             "compressor": cell.press_name,
             "seed": cell.seed,
-            "query_aware": cell.query_aware,
+            "query_aware": stored(cell.query_aware),
             "split": identity.split,
             "config_hash": config_hash or identity.id,
             "cell": {"id": identity.id, "fields": identity.flat()},

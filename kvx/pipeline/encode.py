@@ -18,5 +18,6 @@ def prompt_hash(prompt: Prompt) -> str:
     return digest.hexdigest()
 
 
-def encode(reader: LoadedReader, source: Source) -> Prompt:
-    return reader.render(source)
+def encode(reader: LoadedReader, source: Source, joined: bool = False) -> Prompt:
+    """``joined``: kvpress's query-aware input, the question appended to the context text."""
+    return reader.render(source, joined)

@@ -114,7 +114,7 @@ def check_fits(
     """
     problem = _verdict(
         _Keyed.of(task),
-        _Keyed.of(reader, drop=("max_prompt_tokens",)),
+        _Keyed.of(reader, drop=("max_prompt_tokens", "truncation")),
         int(context_tokens),
         int(n_sources),
         int(seed),

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from kvx.core.query import QUESTION
 from kvx.core.records import ERROR, SUPPORTED, UNSUPPORTED, Record
 from kvx.core.setting import Setting
 from kvx.core.source import Source
@@ -31,7 +32,7 @@ from kvx.modeling.layers import attention_layers, clear_head_masks
 from kvx.modeling.reader import LoadedReader, Prompt
 from kvx.pipeline.batched import SAME_ATTENTION, DecodeJob, batchable
 from kvx.pipeline.cell import Job, Member, setting_dict
-from kvx.pipeline.compress import compress_job
+from kvx.pipeline.compress import compress_job, prefill_and_feed
 from kvx.pipeline.control import Controls
 from kvx.pipeline.decode import decode_batch, decode_compressed
 from kvx.pipeline.diagnose import close
@@ -132,14 +133,20 @@ def open_job(
         comp_source, comp_prompt = out.source, encode(reader, out.source)
         record.transform = _transform_info(out, comp_prompt, n_ctx)
         record.compressed_text_sha256 = out.info["context_sha256"]
+    if cell.query_aware == QUESTION:  # kvpress's query-aware input: the question joins the context
+        comp_prompt = encode(reader, comp_source, joined=True)
     if reader.max_prompt_tokens is not None:  # what the limit cut, from the prompt each side read
-        cut = {"max_prompt_tokens": reader.max_prompt_tokens, "context_tokens_cut": prompt.truncated}
-        if out is not None:
+        cut = {
+            "max_prompt_tokens": reader.max_prompt_tokens,
+            "mode": reader.truncation,
+            "context_tokens_cut": prompt.truncated,
+        }
+        if comp_prompt is not prompt:
             cut["compressed_context_tokens_cut"] = comp_prompt.truncated
         record.truncation = cut
     n_compressed = int(comp_prompt.context_ids.shape[1])
-    if cell.query_aware and identity.setting.kind == "budget_tokens":
-        n_compressed += int(comp_prompt.question_ids.shape[1]) - 1  # the question is compressed too
+    if identity.setting.kind == "budget_tokens":  # a budget counts every token the compressor sees
+        n_compressed = int(prefill_and_feed(comp_prompt, cell.query_aware)[0].shape[1])
     setting = cell.compressor.resolve(identity.setting, n_compressed, reader.model)
     record.setting = setting_dict(setting, identity.setting)
     if not setting.supported:

@@ -5,9 +5,11 @@ tokenizer. Device and precision go through Lightning Fabric, one device per job 
 in 32-true, where Fabric would do nothing); parallel GPUs come from a Hydra launcher running
 several jobs.
 
-Every reader has ``max_prompt_tokens`` (keyword-only, inherited from ``PromptLimit``): null keeps
-the whole prompt; a number cuts the context from the left until the rendered prompt fits, as the
-TPBench paper's readers did at 7,168 tokens (``LoadedReader.render``).
+Every reader has ``max_prompt_tokens`` and ``truncation`` (keyword-only, inherited from
+``PromptLimit``): null keeps the whole prompt; a number cuts the context from the left until the
+rendered prompt fits, as the TPBench paper's readers did at 7,168 tokens, or with
+``truncation=context`` keeps the context part's first N tokens, as kvpress's ``max_context_length``
+does (``LoadedReader.render``).
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kvx.core.checks import check_optional_int
+from kvx.core.checks import check_choice, check_optional_int
 from kvx.core.errors import ConfigError
 from kvx.core.identity import WHEN_SET
+from kvx.modeling.reader import TRUNCATIONS
 from kvx.modeling.reader import Prompt as Prompt  # re-exported: the reader API
 
 if TYPE_CHECKING:
@@ -38,6 +41,11 @@ class PromptLimit:
     #: null: no limit; else the most tokens a rendered prompt may take, the context cut from the left
     #: (in the reader's identity only when set: readers had the same identity before the option)
     max_prompt_tokens: int | None = field(default=None, kw_only=True, metadata=WHEN_SET)
+    #: what the limit cuts: left (the context's first tokens, the template's opening and the question
+    #: part kept) or context (kvpress's ``max_context_length``: the context part keeps its first
+    #: ``max_prompt_tokens`` tokens, the question part is neither cut nor counted); in the identity
+    #: only when not left, so the cells made before the option keep their ids
+    truncation: str = field(default="left", kw_only=True, metadata=WHEN_SET)
 
 
 class Reader(PromptLimit, ABC):
@@ -48,6 +56,11 @@ class Reader(PromptLimit, ABC):
 
     def validate(self) -> None:
         check_optional_int("reader.max_prompt_tokens", self.max_prompt_tokens, 1)
+        check_choice("reader.truncation", self.truncation, TRUNCATIONS)
+        if self.truncation != "left" and self.max_prompt_tokens is None:
+            raise ConfigError(
+                f"reader.truncation={self.truncation} cuts nothing without reader.max_prompt_tokens: set both"
+            )
         if self.precision not in PRECISIONS:
             raise ConfigError(f"reader.precision={self.precision!r} is not one of {sorted(PRECISIONS)}")
         if self.accelerator not in ACCELERATORS:

@@ -67,6 +67,13 @@ def _fails(tmp_path: Path, start_s: float, args: list[str], expected: str, **env
         (["ratio=1.5"], "ratio=1.5"),
         (["reader=tiny", "reader.max_prompt_tokens=0"], "reader.max_prompt_tokens=0"),
         (["reader.max_prompt_tokens=-7168"], "reader.max_prompt_tokens=-7168"),
+        (
+            ["reader=tiny", "reader.max_prompt_tokens=64", "reader.truncation=contxt"],
+            "did you mean 'context'",
+        ),
+        (["reader=tiny", "reader.truncation=context"], "reader.truncation=context cuts nothing"),
+        (["query_aware=quesiton"], "query_aware='quesiton' is not one of"),
+        (["-m", "query_aware=false,prmpt"], "did you mean 'prompt'"),
         (["task=tpbench_p2", "turn_selector=recency"], "turn_selector needs turn_fraction"),
         (["task=tpbench_p2", "turn_fraction=0.3"], "turn_selector=none"),
         (["task=tpbench_p2", "turn_selector=recency", "turn_fraction=0"], "turn_fraction=0 "),

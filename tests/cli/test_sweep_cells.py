@@ -68,6 +68,17 @@ def test_press_fields_query_aware_and_setting_kinds_are_one_row_each(tmp_path, b
     assert {"press.window_size", "setting.kind", "setting.value", "reader.seed"} <= set(run.data.params)
 
 
+def test_the_query_aware_modes_are_three_cells_with_one_control(tmp_path, blank_store):
+    blank_store(tmp_path)
+    kvx(tmp_path, "press=snapkv", "press.window_size=16", "query_aware=false,true,prompt,question")
+    matrix, problems = aggregate(tmp_path)
+    assert problems.empty, problems.to_string()
+    rows = compressed(matrix)  # true and prompt are one cell, run once
+    assert sorted(rows["query_aware"].astype(str)) == ["False", "True", "question"]
+    assert len({r.data.tags["kvx.cell_id"] for r in cell_runs(tmp_path)}) == 3
+    assert len(list((tmp_path / "outputs" / "controls").rglob("*.json"))) == 3  # one per source, not per mode
+
+
 def test_hqq_bit_widths_are_three_cells(tmp_path, blank_store):
     blank_store(tmp_path)
     kvx(tmp_path, "press=hqq", "press.bits=8,4,2", "press.group_size=16")

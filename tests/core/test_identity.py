@@ -113,7 +113,7 @@ def _changed(value):
 
 def test_two_cells_of_the_registry_never_share_a_label():
     """Every registered compressor at its defaults and with each field changed alone, at two
-    ratios, a budget and query-aware: labels differ wherever cell identities do."""
+    ratios, a budget and both query-aware modes: labels differ wherever cell identities do."""
     cells = []
     for name in registry("compressor").names():
         kind = registry("compressor").get(name)
@@ -123,7 +123,8 @@ def test_two_cells_of_the_registry_never_share_a_label():
             if other is not None and not f.name.startswith("_"):
                 variants.append(kind(**{f.name: other}))
         for comp in variants:
-            for kw in ({"ratio": 0.5}, {"ratio": 0.25}, {"budget_tokens": 64}, {"query_aware": True}):
+            modes = ({"query_aware": "prompt"}, {"query_aware": "question"})
+            for kw in ({"ratio": 0.5}, {"ratio": 0.25}, {"budget_tokens": 64}, *modes):
                 cells.append(cell(comp, press_name=name, **kw))
     by_label: dict[str, set[str]] = {}
     for c in cells:
@@ -140,7 +141,8 @@ def test_labels_show_only_what_differs_from_the_defaults():
     assert cell(hqq(), press_name="hqq").label() == "hqq@0.5"
     labels = [cell(hqq(bits=b, group_size=16), press_name="hqq").label() for b in (8, 4, 2)]
     assert labels == [f"hqq[bits={b},group_size=16]@-" for b in (8, 4, 2)]
-    assert cell(query_aware=True).label() == "snapkv[query_aware=True]@0.5"
+    assert cell(query_aware=True).label() == "snapkv[query_aware=prompt]@0.5"
+    assert cell(query_aware="question").label() == "snapkv[query_aware=question]@0.5"
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import pytest
@@ -12,8 +13,10 @@ from transformers import pipeline
 from kvx.compressors.presets import TOVA, SnapKV, StreamingLLM, ThinK
 from kvx.core.records import as_dicts, cell_metrics, validate
 from kvx.core.registry import registry
+from kvx.modeling.reader import reader_identity
 from kvx.pipeline.cell import Cell
 from kvx.pipeline.engine import Engine
+from kvx.readers.tiny import TinyLlama
 from kvx.tasks.ruler import NiahSingle
 from kvx.testing.records import unmeasured
 from kvx.testing.stages import compress_and_decode
@@ -127,7 +130,8 @@ def test_query_aware_mode_compresses_with_the_question(tiny, engine):
     assert all(r["status"] == "supported" and r["query_aware"] for r in records)
 
 
-@pytest.mark.parametrize(
+#: kvx's compressor and the kvpress press it must answer like, at ratio 0.5
+PRESSES = pytest.mark.parametrize(
     ("comp", "press"),
     [
         (registry("compressor").get("none")(), None),
@@ -138,6 +142,9 @@ def test_query_aware_mode_compresses_with_the_question(tiny, engine):
     ],
     ids=["none", "snapkv", "tova", "streaming_llm", "knorm"],
 )
+
+
+@PRESSES
 def test_answers_match_kvpress_pipeline_token_for_token(tiny, engine, comp, press):
     pipe = pipeline("kv-press-text-generation", model=tiny.model, tokenizer=tiny.tokenizer, device="cpu")
     c = cell("x", comp, 0.5, max_new_tokens=12)
@@ -158,6 +165,44 @@ def test_answers_match_kvpress_pipeline_token_for_token(tiny, engine, comp, pres
         with torch.inference_mode():
             got = compress_and_decode(engine, c, tiny, prompt)[0].text
         assert got == expected
+
+
+@PRESSES
+@pytest.mark.parametrize("cut", [None, 5], ids=["whole", "context_cut"])
+def test_question_mode_answers_match_kvpress_query_aware_evaluation(tiny, tmp_path, comp, press, cut):
+    """kvpress's query-aware evaluation runs its pipeline on context + question with question "":
+    every answer of ``query_aware=question`` (decoded in the source's batch) is that answer, with
+    ``truncation=context`` too, where kvpress's ``max_context_length`` cuts the question's end."""
+    pipe = pipeline("kv-press-text-generation", model=tiny.model, tokenizer=tiny.tokenizer, device="cpu")
+    c = cell("x", comp, 0.5, max_new_tokens=12, query_aware="question")
+    sources = Engine(tmp_path / "sources", 2**28).sources(c, tiny)
+    reader, limit = tiny, None
+    if cut is not None:  # the session's weights under kvpress's truncation, as load_reader would give them
+        limit = min(tiny.render(s, joined=True).context_ids.shape[1] for s in sources) - cut
+        cut_reader = TinyLlama(num_hidden_layers=3, max_prompt_tokens=limit, truncation="context")
+        identity = reader_identity("tiny", cut_reader)
+        reader = dataclasses.replace(tiny, identity=identity, max_prompt_tokens=limit, truncation="context")
+    engine = Engine(tmp_path / "outputs", 2**28)
+    records = as_dicts(engine.run_cells([c], reader, progress=False)[0])
+    for source, record in zip(sources, records):
+        joined = reader.render(source, joined=True)
+        ids = pipe.preprocess(
+            source.context + source.question, [""], source.answer_prefix, max_context_length=limit or 10**9
+        )
+        assert torch.equal(ids["context_ids"], joined.context_ids)
+        assert torch.equal(ids["questions_ids"][0], joined.question_ids)
+        expected = pipe(
+            source.context + source.question,
+            question="",
+            answer_prefix=source.answer_prefix,
+            press=press,
+            max_new_tokens=12,
+            max_context_length=limit,
+        )["answer"]
+        assert record["status"] == "supported" and record["compressed"]["output"] == expected
+        if cut is not None:
+            assert record["truncation"]["mode"] == "context"
+            assert record["truncation"]["compressed_context_tokens_cut"] >= cut
 
 
 @dataclass
@@ -214,7 +259,8 @@ def test_each_shared_context_of_a_split_is_compressed_once(tiny, tmp_path):
     assert [r["status"] for r in as_dicts(records)] == ["supported"] * 4
 
 
-def test_query_aware_compression_is_never_shared(tiny, engine):
-    c = cell("snapkv", SnapKV(window_size=16), 0.5, task=SharedCatalog(), n_sources=3, query_aware=True)
+@pytest.mark.parametrize("mode", ["prompt", "question"])
+def test_query_aware_compression_is_never_shared(tiny, engine, mode):
+    c = cell("snapkv", SnapKV(window_size=16), 0.5, task=SharedCatalog(), n_sources=3, query_aware=mode)
     as_dicts(engine.run_cells([c], tiny, progress=False)[0])
     assert engine.compressions == 3 and not engine.shared_contexts

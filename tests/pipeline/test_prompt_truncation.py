@@ -1,6 +1,7 @@
 """``reader.max_prompt_tokens``: over-long prompts lose context tokens from the left, never the
 template's opening or the question (the TPBench paper's readers truncate from the left at 7,168
-tokens; LongMemEval-KU at 32K).
+tokens; LongMemEval-KU at 32K); with ``reader.truncation=context`` the context part keeps its first
+tokens, as kvpress's ``max_context_length`` does (its parity: ``test_engine.py``).
 
 The tiny reader's tokenizer gives one token per byte and one per ChatML special, so every count
 below is counted by hand.
@@ -26,9 +27,9 @@ def source(**kw) -> Source:
     return Source(context=CONTEXT, question="Q?", answers=["a"], system="S", id="s1", **kw)
 
 
-def limited(limit: int | None):
+def limited(limit: int | None, truncation: str = "left"):
     """The session's tiny weights under a prompt limit (the same model: no reload)."""
-    return load_reader("tiny", TinyLlama(num_hidden_layers=3, max_prompt_tokens=limit))
+    return load_reader("tiny", TinyLlama(num_hidden_layers=3, max_prompt_tokens=limit, truncation=truncation))
 
 
 def text(reader, prompt) -> str:
@@ -67,6 +68,43 @@ def test_segment_spans_follow_the_cut(tiny):
     assert limited(60).render(src).segment_spans == [(0, 0), (HEAD, HEAD + 28)]
 
 
+def test_context_truncation_keeps_the_context_parts_first_tokens():
+    reader = limited(HEAD + 20, "context")  # the limit counts the context part only
+    prompt = reader.render(source())
+    assert prompt.truncated == 30 and prompt.question_ids.shape[1] == TAIL
+    opening = "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\n"
+    assert text(reader, prompt) == f"{opening}{CONTEXT[:20]}Q?<|im_end|>\n<|im_start|>assistant\n"
+    # joined (query_aware=question): the question ends the context part, and goes first
+    joined = limited(HEAD + 51, "context").render(source(), joined=True)
+    assert (joined.truncated, joined.question_ids.shape[1]) == (1, TAIL - 2)
+    assert text(reader, joined) == f"{opening}{CONTEXT}Q<|im_end|>\n<|im_start|>assistant\n"
+    assert limited(HEAD + 52, "context").render(source(), joined=True).truncated == 0
+
+
+def test_context_truncation_clips_segment_spans(tiny):
+    segments = (Segment("a", CONTEXT[:20]), Segment("b", CONTEXT[20:]))
+    src = Source.from_segments(segments, "", question="Q?", answers=["a"], system="S", id="s2")
+    assert limited(HEAD + 10, "context").render(src).segment_spans == [(HEAD, HEAD + 10), (0, 0)]
+
+
+def test_invalid_truncations_fail_validation():
+    with pytest.raises(
+        ConfigError, match="reader.truncation='contxt' is not one of .*did you mean 'context'"
+    ):
+        TinyLlama(max_prompt_tokens=64, truncation="contxt").validate()
+    with pytest.raises(ConfigError, match="reader.truncation=context cuts nothing without reader.max_prompt"):
+        TinyLlama(truncation="context").validate()
+    TinyLlama(max_prompt_tokens=64, truncation="context").validate()
+
+
+def test_truncation_is_part_of_the_identity_only_when_not_left():
+    left = reader_identity("tiny", TinyLlama(max_prompt_tokens=64))
+    assert "truncation" not in left["fields"]  # the cells cut from the left before the option keep their ids
+    assert left == reader_identity("tiny", TinyLlama(max_prompt_tokens=64, truncation="left"))
+    context = reader_identity("tiny", TinyLlama(max_prompt_tokens=64, truncation="context"))
+    assert context["fields"]["truncation"] == "context" and context != left
+
+
 def test_invalid_limits_fail_validation():
     for bad in (0, -5, True, 7.5):
         with pytest.raises(ConfigError, match="reader.max_prompt_tokens"):
@@ -102,7 +140,7 @@ def test_records_say_what_was_cut(tiny, engine):
     )  # fmt: skip
     record = engine.run_cells([cell], reader, progress=False)[0][0]
     assert record.status == "supported", record.reason
-    assert record.truncation == {"max_prompt_tokens": n - 40, "context_tokens_cut": 40}
+    assert record.truncation == {"max_prompt_tokens": n - 40, "mode": "left", "context_tokens_cut": 40}
     assert record.n_context_tokens == full.context_ids.shape[1] - 40
     assert record.n_question_tokens == full.question_ids.shape[1]
     assert "reader.max_prompt_tokens" in record.cell["fields"]
@@ -145,6 +183,7 @@ def test_a_transformed_prompt_is_cut_on_its_own(tiny, engine):
     assert record.status == "supported", record.reason
     assert record.truncation == {
         "max_prompt_tokens": limit,
+        "mode": "left",
         "context_tokens_cut": n_full - limit,
         "compressed_context_tokens_cut": 5,
     }
