@@ -46,6 +46,7 @@ from typing import Any
 import yaml
 
 from kvx import __version__
+from kvx.core.errors import one_line
 from kvx.core.identity import digest, fields_of
 from kvx.core.records import (
     ERROR,
@@ -487,6 +488,10 @@ def read_run(folder: Path, name: str) -> Run:
     if config_path.is_file():
         try:
             config = yaml.load(config_path.read_text(encoding="utf-8"), Loader=_ConfigLoader)  # noqa: S506
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark
+            at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            raise BadInput(f"{config_path}: not readable YAML ({exc.problem}{at})") from exc
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise BadInput(f"{config_path}: not readable YAML ({one_line(exc)})") from exc
         if not isinstance(config, dict):
@@ -510,7 +515,6 @@ def read_run(folder: Path, name: str) -> Run:
             )
         lacks.append(f"{CONFIG}: settings read from the folder name; {', '.join(CONFIG_ONLY)} unknown")
         settings = from_name | {key: UNKNOWN for key in CONFIG_ONLY}
-        settings["fp8"] = UNKNOWN
     metrics = None
     if metrics_path.is_file():
         try:
@@ -549,10 +553,6 @@ def read_predictions(path: Path) -> tuple[list[str], list[dict[str, str]]]:
             "kvpress"
         )
     return columns, frame.to_dict("records")
-
-
-def one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 # ------------------------------------------------------------------------------------------------ scoring

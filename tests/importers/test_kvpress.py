@@ -151,7 +151,7 @@ def write_run(
         df["context"] = df["context"] + df["question"]
         df["question"] = ""
     df["predicted_answer"] = answers
-    if measured is not None or "compression_ratio" in config:
+    if not config["press_name"].startswith("decoding_"):  # _run_inference's DecodingPress path sets none
         df["compression_ratio"] = measured if measured is not None else config["compression_ratio"]
     if "predictions.csv" in files:
         df[list(set(df.columns) - {"context"})].to_csv(folder / "predictions.csv", index=False)
@@ -513,6 +513,45 @@ def test_needle_rows_are_cells_of_their_depth(tmp_path: Path) -> None:
     assert records[1]["compressed"]["score"] == pytest.approx(
         2 / 12
     )  # "a sandwich": 2 of the needle's 12 words
+
+
+def test_decoding_and_fp8_runs(tmp_path: Path) -> None:
+    """A DecodingPress run (no ratio column; its own fields fix what it keeps) pairs with the control;
+    an fp8 run (its quantization config saved as a Python object in model_kwargs) has none."""
+    rows = [ruler_row(r) for r in RULER]
+    results = tmp_path / "results"
+    control = config_of(press_name="no_press", compression_ratio=0.0, press_init_command="None")
+    write_run(results, control, rows, [ANSWERS["no_press"][r] for r in RULER], {})
+    decoding = config_of(press_name="decoding_knorm", compression_ratio=1.0, target_size=256)
+    write_run(results, decoding, rows, [ANSWERS["knorm"][r] for r in RULER], {})
+    fp8 = write_run(results, config_of(fp8=True), rows, [ANSWERS["knorm"][r] for r in RULER], {})
+    text = (
+        (fp8 / "config.yaml")
+        .read_text()
+        .replace(
+            "  dtype: auto\n",
+            "  dtype: auto\n  quantization_config: !!python/object:transformers.FineGrainedFP8Config\n"
+            "    x: 1\n",
+        )
+    )
+    (fp8 / "config.yaml").write_text(text)
+    out = tmp_path / "out"
+    assert main(["kvpress", str(results), "--out", str(out), "--quiet"]) == 0
+    records = _records(out)
+    decoded = _of(records, "ruler__4096__Qwen--Qwen3-8B__decoding_knorm__1.00")
+    assert transitions(decoded)["niah_single_1"] == Counter({"C→C": 1, "C→W": 1, "W→C": 1})
+    fields = decoded[0]["cell"]["fields"]
+    assert (fields["setting.kind"], fields["press.target_size"], fields["press.compression_ratio"]) == (
+        "none",
+        256,
+        1.0,
+    )
+    assert decoded[0]["setting"]["retained_share"] is None  # no measured ratio: unknown, never 1.0
+    quantized = _of(records, KNORM)
+    assert {r["status"] for r in quantized} == {"error"} and quantized[0]["cell"]["fields"][
+        "reader.fp8"
+    ] is True
+    assert "FineGrainedFP8Config" in quantized[0]["cell"]["fields"]["reader.model_kwargs"]
 
 
 def test_lists_as_numpy_prints_them() -> None:
