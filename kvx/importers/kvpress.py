@@ -178,7 +178,7 @@ PRESS_FIELDS = (
 
 #: why a field every imported record leaves null is unknown
 REASONS = {
-    "references": "the row's reference column is absent or empty in predictions.csv",
+    "references": "the row's reference column is absent, empty or unreadable in predictions.csv",
     "model_revision": "kvpress's config names the model id, not its revision",
     "seed": "no config.yaml: the folder name does not give the run's seed",
     "prompt_hash": "predictions.csv holds no prompt: kvpress drops the context column",
@@ -192,16 +192,17 @@ FIELD_MAPPING = {
     "task": "the kvx task that scores the row: a task whose hub_id is the dataset's in kvpress's "
     "DATASET_REGISTRY (task.subset: the subset whose folder is the run's data_dir, the row's 'task' "
     "column among several); RULER without one: kvx's ruler_<row task>; none: kvpress_<dataset>, unsupported",
-    "source_id": "<row task or dataset>-<sha256 of the control group's prompt settings and the row's "
-    "columns but predicted_answer, compression_ratio and question>, ~<k> for the k-th equal row",
+    "source_id": "<row task or dataset>-<sha256 of the control group's settings but the model, and of the "
+    "row's columns but predicted_answer, compression_ratio and question (~<k>: the k-th equal row)>",
     "reader": "config model (the folder name's model with -- as /)",
     "compressor": "press_name, as kvx's compressor of that name (no_press: none)",
     "setting": "ratio: compression_ratio; none (the press's own fields fix it): no_press, a threshold "
     "(press.threshold), a DuoAttention head ratio (press.head_compression_ratio) or a DecodingPress run "
     "(no compression_ratio column); setting.ratio: the row's compression_ratio column where it is the "
     "kvpress ratio the press ran with",
-    "cell.fields": "task.dataset, task.data_dir, task.fraction, task.needle_depth, task.subset, "
-    "context_tokens (RULER's data_dir), max_new_tokens, reader.max_context_length, reader.fp8, "
+    "cell.fields": "task.dataset, task.data_dir, task.fraction, task.needle_depth, the task's own fields "
+    "(task.subset; a field the row has a column for, the row's: needle_depth), context_tokens (RULER's "
+    "data_dir, the needle's max_context_length), max_new_tokens, reader.max_context_length, reader.fp8, "
     "reader.model_kwargs (without attn_implementation), press.kvpress_name, press.<every press setting>, "
     "press.attn_implementation, press.<config keys kvx does not know>, press.repeat (runs of one setting), "
     "query_aware ('question': kvpress's query-aware mode), seed",
