@@ -97,12 +97,14 @@ def check_fit(cell: Any, reader: Any, names: dict[str, str]) -> None:
     )
 
 
-def setting_digest(cfg: DictConfig, typed: dict[str, str]) -> str:
+def setting_digest(cfg: DictConfig, typed: dict[str, str], compressor: Any) -> str:
     """What a cell computes, however it was spelled: its resolved config (less what only changes how it
-    runs) and its options' registered names. The sweep's grid is the set of these."""
+    runs), its options' registered names and its compressor's identity (a wrapper's base by name:
+    TOVA and Knorm have no fields, so ``press/base=tova`` and ``=knorm`` resolve to the same config).
+    The sweep's grid is the set of these."""
     body = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(body, dict)
     for key in RUN_ONLY:
         body.pop(key, None)
     body["query_aware"] = stored(query_mode(body["query_aware"]))  # true and prompt: one cell
-    return digest({"config": body, "choices": typed})
+    return digest({"config": body, "choices": typed, "press": compressor.identity_fields()})

@@ -192,7 +192,7 @@ def plan(sweeper: Any, name: str | None, lines: list[str], composer: Composer) -
             cfg, typed = composer(cell_lines)
             cell, reader, names = build_cell(cfg, typed)
             label = f"{cell.task_name}|{reader.label(names['reader'])}|{cell.label()}|seed={cell.seed}"
-            setting = setting_digest(cfg, names)
+            setting = setting_digest(cfg, names, cell.compressor)
             if setting in seen:  # one setting, one cell: a YAML option and its fields typed out
                 print(
                     f"kvx: {' '.join(cell_lines)} is the same cell as {seen[setting]}: run once",

@@ -73,21 +73,8 @@ class HQQCache(Compressor):
         return Setting(ratio, bits / 16, params)
 
     def shape_reason(self, model: PreTrainedModel, bits: int) -> str:
-        """Why this reader's cache cannot take the group size ("" when it can): decided before
-        compute, since HQQ fails only on the context and decode lengths that do not fit it."""
-        axes = {self.axis_key, self.axis_value}
-        for module in attention_layers(model):
-            kv_heads, head_dim = module.config.num_key_value_heads, module.head_dim
-            per_token = kv_heads * head_dim
-            if not groups_fit(per_token, self.group_size, bits, axes):
-                working = [g for g in range(1, per_token + 1) if groups_fit(per_token, g, bits, axes)]
-                return (
-                    f"press.group_size={self.group_size} does not split the {per_token} key/value "
-                    f"elements one token adds to a layer ({kv_heads} KV heads x head_dim {head_dim}) "
-                    f"into whole {bits}-bit HQQ groups, so some context lengths would fail; group "
-                    f"sizes that work for this reader: {', '.join(map(str, working))}"
-                )
-        return ""
+        """Why this reader's cache cannot take the group size ("" when it can)."""
+        return shape_reason(model, bits, self.group_size, {self.axis_key, self.axis_value})
 
     def _cache(self, model: PreTrainedModel, ratio: float) -> QuantizedCache:
         from transformers import QuantizedCache
@@ -118,6 +105,23 @@ class HQQCache(Compressor):
         self, model: PreTrainedModel, cache: Cache, capture: Capture | None, ratio: float
     ) -> RetainedMap:
         return RetainedMap("structural", reason="quantization keeps every position at lower precision")
+
+
+def shape_reason(model: PreTrainedModel, bits: int, group_size: int, axes: set[int]) -> str:
+    """Why this reader's cache cannot take HQQ's ``group_size`` ("" when it can): decided before
+    compute, since HQQ fails only on the context and decode lengths that do not fit it."""
+    for module in attention_layers(model):
+        kv_heads, head_dim = module.config.num_key_value_heads, module.head_dim
+        per_token = kv_heads * head_dim
+        if not groups_fit(per_token, group_size, bits, axes):
+            working = [g for g in range(1, per_token + 1) if groups_fit(per_token, g, bits, axes)]
+            return (
+                f"press.group_size={group_size} does not split the {per_token} key/value "
+                f"elements one token adds to a layer ({kv_heads} KV heads x head_dim {head_dim}) "
+                f"into whole {bits}-bit HQQ groups, so some context lengths would fail; group "
+                f"sizes that work for this reader: {', '.join(map(str, working))}"
+            )
+    return ""
 
 
 def groups_fit(per_token: int, group_size: int, bits: int, axes: set[int]) -> bool:

@@ -126,6 +126,9 @@ class CellIdentity:
     #: ``kvx.core.query.stored``: false, true (the ``prompt`` mode, as stores before the modes had names
     #: hold it) or "question"; not in the split: every mode pairs with the same FullCache control
     query_aware: bool | str
+    #: the compressor as an earlier kvx hashed this same setting (a renamed press, a wrapper over the
+    #: base it was once fixed to): the id stays the stored one, the flat fields say today's names
+    stored_compressor: dict[str, Any] | None = None
 
     def split_fields(self) -> dict[str, Any]:
         return {
@@ -149,7 +152,7 @@ class CellIdentity:
         return {
             **self.split_fields(),
             "transform": self.transform,
-            "compressor": self.compressor,
+            "compressor": self.stored_compressor or self.compressor,
             "setting": dataclasses.asdict(self.setting),
             "query_aware": self.query_aware,
         }
@@ -179,19 +182,29 @@ class CellIdentity:
             ("transform", self.transform),
             ("press", self.compressor),
         ):
-            out[prefix] = part["name"]
-            for key, value in part.items():
-                if key == "name":
-                    continue
-                if key == "fields":
-                    out.update({f"{prefix}.{k}": _scalar(v) for k, v in value.items()})
-                else:
-                    out[f"{prefix}.{key}"] = _scalar(value)
+            _flatten(out, prefix, part)
         out["setting.kind"] = self.setting.kind
         out["setting.value"] = self.setting.value
         for key in ("seed", "n_sources", "context_tokens", "max_new_tokens", "query_aware"):
             out[key] = getattr(self, key)
         return out
+
+
+def _flatten(out: dict[str, Any], prefix: str, part: dict[str, Any]) -> None:
+    """``prefix`` is the part's name, ``prefix.<field>`` its fields; a nested part (a wrapper's base
+    press: ``{"name", "fields"}``) the same one level down (``press.base``, ``press.base.window_size``)."""
+    out[prefix] = part["name"]
+    for key, value in part.items():
+        if key == "name":
+            continue
+        if key != "fields":
+            out[f"{prefix}.{key}"] = _scalar(value)
+            continue
+        for name, field_value in value.items():
+            if isinstance(field_value, dict) and set(field_value) == {"name", "fields"}:
+                _flatten(out, f"{prefix}.{name}", field_value)
+            else:
+                out[f"{prefix}.{name}"] = _scalar(field_value)
 
 
 def _scalar(value: Any) -> Any:

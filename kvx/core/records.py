@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from kvx.core.jsonl import json_line
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 
 # The record model's names, each defined here once and imported wherever a record, a row or a table
 # uses it (plain strings: records on disk and the aggregate's columns hold exactly these values).
@@ -272,7 +272,14 @@ def dumps(records: Iterable[Record | dict[str, Any]]) -> str:
 
 #: the ``Answer.cost`` fields of any answer (``kvx.modeling.costs``), and those only a compressed one has
 ANSWER_COSTS = ("kv_bytes", "masked_share", "question_ms", "decode_ms_per_token", "new_tokens", "decode_rows")
-COMPRESSION_COSTS = ("compress_s", "prefill_s", "decode_batches")
+#: ``kv_bytes_decode_*``: a press that compresses while decoding, its cache over the decoding steps
+COMPRESSION_COSTS = (
+    "compress_s",
+    "prefill_s",
+    "decode_batches",
+    "kv_bytes_decode_peak",
+    "kv_bytes_decode_end",
+)
 #: what a served reader's answer cost (``Answer.served``): tokens as the server billed them, and money
 SERVED_COSTS = ("prompt_tokens", "completion_tokens", "price")
 

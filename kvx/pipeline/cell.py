@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kvx.compressors.base import Compressor
-from kvx.core.identity import CellIdentity, SettingSpec, changed_fields, component, fields_of
+from kvx.compressors.base import Compressor, label
+from kvx.core.identity import CellIdentity, SettingSpec, component, fields_of
 from kvx.core.query import OFF, query_mode, stored
 from kvx.core.records import SUPPORTED, Record, versions
 from kvx.core.setting import Setting
@@ -62,9 +62,7 @@ class Cell:
         that differ from their defaults (and ``query_aware``) are shown, so two cells of a sweep never
         share a label while the defaults keep it short."""
         mode = {"query_aware": self.query_aware} if self.query_aware != OFF else {}
-        changed = {**changed_fields(self.compressor), **mode}
-        shown = ",".join(f"{k}={v}" for k, v in changed.items())
-        compressor = f"{self.press_name}{f'[{shown}]' if shown else ''}@{self.spec().label()}"
+        compressor = f"{label(self.compressor, self.press_name, **mode)}@{self.spec().label()}"
         if self.transform.identity:
             return compressor
         shown = ",".join(f"{k}={v}" for k, v in fields_of(self.transform).items() if k != "options")
@@ -76,7 +74,8 @@ class Cell:
             task=component(self.task_name, self.task, scorer_version=type(self.task).scorer_version),
             reader=reader,
             transform=component(self.transform_name, self.transform, **self.transform.fingerprint()),
-            compressor=component(self.press_name, self.compressor),
+            compressor={"name": self.press_name, "fields": self.compressor.identity_fields()},
+            stored_compressor=self.compressor.stored_identity(self.press_name),
             setting=self.spec(),
             seed=self.seed,
             n_sources=self.n_sources,

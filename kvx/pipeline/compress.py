@@ -44,7 +44,9 @@ def compress(
         with (tracer or Tracer()).stage("prefill", {"tokens": int(prefill_ids.shape[1])}) as span:
             capture = caches.capture(reader, prefill_ids, digest)
             span.set_attribute("reused_capture", caches.prefills == before)
-    shared = (reader.key, digest, repr(compressor), ratio) if query_aware == OFF else None
+    # a press that compresses while decoding carries its prefill's state into the decode: never shared
+    alone = query_aware != OFF or compressor.compresses_decoding
+    shared = None if alone else (reader.key, digest, repr(compressor), ratio)
     run = CompressedRun(caches, reader, compressor, ratio, prefill_ids, feed, capture, shared)
     cache = run.build()
     if run.retained is None:

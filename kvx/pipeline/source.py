@@ -253,6 +253,8 @@ def _control_and_batch(
         if not job.ok:
             continue
         why = batchable(job.cache, job.run.decode_impl, model)
+        if job.cell.compressor.compresses_decoding:
+            why = "decoding-time compression decodes alone"
         stages.count(job.identity.id, f"alone: {why}" if why else "batched")
         if why is not None:
             job.masks = [getattr(m, "masked_key_indices", None) for m in attention_layers(model)]

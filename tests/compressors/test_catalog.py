@@ -128,6 +128,7 @@ RESHAPED = {
     "think": "kvx's ratio sets key_channel_compression_ratio (twice the ratio: only keys shrink)",
     "composed": "two slots and second_ratio stand for the list of presses",
     "critical": "CriticalKVPress takes its press in __init__ (not a dataclass field)",
+    "compression_ratio_decoding": "the run's ratio is its target_compression_ratio",
 }
 
 

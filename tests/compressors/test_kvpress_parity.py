@@ -203,3 +203,31 @@ def test_caches_match_kvpress_hook(tiny, engine, case):
         assert (want is None) == (have is None)
         if want is not None:
             assert all(torch.equal(a, b) for a, b in zip(want, have))
+
+
+@pytest.mark.parametrize(("base", "nbits"), [("snapkv", 4), ("tova", 2), ("knorm", 8)])
+def test_a_press_on_a_quantized_cache_answers_as_kvpress_with_its_quantized_cache(tiny, engine, base, nbits):
+    from transformers import QuantizedCache
+
+    reg = registry("compressor")
+    base_press = reg.get(base)(**({"window_size": 16} if base == "snapkv" else {}))
+    comp = reg.get("quantized")(nbits=nbits, group_size=32, base=base_press)
+    comp.validate()
+    c = Cell("ruler_niah_single", NiahSingle(), "tiny", "quantized", comp, 0.5, 0, 2, 400, 8)
+    pipe = pipeline("kv-press-text-generation", model=tiny.model, tokenizer=tiny.tokenizer, device="cpu")
+    for source in engine.sources(c, tiny):
+        prompt = tiny.encode(source.context, source.question, source.answer_prefix)
+        cache = QuantizedCache(
+            backend="hqq", config=tiny.model.config, nbits=nbits, q_group_size=32, residual_length=128
+        )
+        # kvpress's pipeline, less its cache clean-up after answering (it slices HQQ's packed codes
+        # as tensors and fails once the answer is out): its prefill under the press, its decoding
+        inputs = pipe.preprocess(source.context, [source.question], source.answer_prefix, 10**9)
+        with torch.inference_mode():
+            with comp.base.build_press(0.5)(tiny.model):
+                tiny.model.model(input_ids=inputs["context_ids"], past_key_values=cache)
+            n_context = inputs["context_ids"].shape[1]
+            expected = pipe.generate_answer(inputs["questions_ids"][0], cache, n_context, 8)
+        with torch.inference_mode():
+            got = compress_and_decode(engine, c, tiny, prompt)[0].text
+        assert got == expected

@@ -29,12 +29,14 @@ MEDIANS: dict[str, tuple[str, str | None]] = {
     "masked_share_median": ("comp_masked_share", "full_masked_share"),
     "compress_s_median": ("comp_compress_s", None),
     "prefill_s_median": ("comp_prefill_s", None),
+    "kv_decode_peak_mib_median": ("comp_kv_bytes_decode_peak", None),
+    "kv_decode_end_mib_median": ("comp_kv_bytes_decode_end", None),
     "question_ms_median": ("comp_question_ms", "full_question_ms"),
     "decode_ms_per_token_median": ("comp_decode_ms_per_token", "full_decode_ms_per_token"),
     "decode_rows_median": ("comp_decode_rows", "full_decode_rows"),
     "new_tokens_median": ("comp_new_tokens", "full_new_tokens"),
 }
-_IN_MIB = ("kv_mib_median", "full_kv_mib_median")
+_IN_MIB = ("kv_mib_median", "full_kv_mib_median", "kv_decode_peak_mib_median", "kv_decode_end_mib_median")
 COLUMNS = [
     "level",
     *CELL,
