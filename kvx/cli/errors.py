@@ -101,14 +101,19 @@ def _unknown_key(cause: BaseException) -> str | None:
     where = full.rpartition(".")[0]
     if where and OmegaConf.get_type(parent) is dict:  # judge.reader_fields: takes keys, none declared
         return f"{where} is a free-form mapping: add a key to it with +{full}=..."
-    return unknown_key(where, key, [str(k) for k in parent if str(k) != "hydra"])
+    # a wrapper's base press holds it: press.window_size is press.base.window_size
+    nested = [str(k) for k in parent if isinstance(parent.get(k), DictConfig) and key in parent.get(k)]
+    return unknown_key(where, key, [str(k) for k in parent if str(k) != "hydra"], nested)
 
 
-def unknown_key(where: str, key: str, valid: Sequence[str]) -> str:
-    """``unknown key 'lease.hartbeat_s'; valid keys of lease: ...; did you mean 'lease.heartbeat_s'?``"""
+def unknown_key(where: str, key: str, valid: Sequence[str], nested: Sequence[str] = ()) -> str:
+    """``unknown key 'lease.hartbeat_s'; valid keys of lease: ...; did you mean 'lease.heartbeat_s'?``;
+    a key one of ``nested`` holds is suggested there (``press.base.window_size``)."""
     prefix = f"{where}." if where else ""
     names = sorted(valid)
     close = difflib.get_close_matches(key, names, n=1)
     hint = f"; did you mean '{prefix}{close[0]}'?" if close else ""
+    if nested and not close:
+        hint = f"; did you mean '{prefix}{nested[0]}.{key}'?"
     what = f"keys of {where}" if where else "top-level keys"
     return f"unknown key '{prefix}{key}'; valid {what}: {', '.join(names) or '(none)'}{hint}"

@@ -104,7 +104,8 @@ def check_known(node: DictConfig, where: str = "") -> None:
         if name == "hydra" and not where:
             continue
         if fields is not None and name not in fields:
-            raise ConfigError(unknown_key(where, name, fields))
+            nested = [str(k) for k in node if isinstance(node.get(k), DictConfig) and name in node.get(k)]
+            raise ConfigError(unknown_key(where, name, fields, nested))
         if OmegaConf.is_missing(node, name) or OmegaConf.is_interpolation(node, name):
             continue
         part = node[name]

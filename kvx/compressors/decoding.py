@@ -55,7 +55,10 @@ class DecodingCompressor(Wrapper):
         return True  # the prefill is the uncompressed capture
 
     def setting_spec(self, ratio: float, budget_tokens: int | None) -> SettingSpec:
-        """``target_size`` sets what decoding keeps: the run's ratio is not used (one cell)."""
+        """``target_size`` sets what decoding keeps: the run's ratio is not used (one cell); a budget is
+        asked as such, to be recorded unsupported."""
+        if budget_tokens is not None:
+            return SettingSpec("budget_tokens", budget_tokens)
         return SettingSpec("none", None)
 
     def press_setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
@@ -126,7 +129,7 @@ class CompressionRatioDecoding(DecodingCompressor):
     base: Any = slot("knorm")
 
     def setting_spec(self, ratio: float, budget_tokens: int | None) -> SettingSpec:
-        return SettingSpec("ratio", ratio)
+        return KVPressCompressor.setting_spec(self, ratio, budget_tokens)
 
     def press_setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
         return Setting(ratio, None, {"phases": "decode", **self.press_fields()})
@@ -180,6 +183,7 @@ class PrefillDecoding(DecodingCompressor):
     hidden_states_buffer_size: int = 256
     base: Any = slot("knorm")
     prefilling: Any = slot("snapkv")
+    budget_unsupported: ClassVar[str] = ""  # a budget is the prefill press's
 
     def validate(self) -> None:
         super().validate()

@@ -353,6 +353,8 @@ class PerLayerCompression(Wrapper):
 
         if budget_tokens is not None:
             return SettingSpec("budget_tokens", budget_tokens)
+        if not self.compression_ratios:  # refused by validate(); a label still reads
+            return SettingSpec("none", None)
         return SettingSpec("ratio", round(sum(self.compression_ratios) / len(self.compression_ratios), 6))
 
     def build_press(self, ratio: float) -> BasePress:
@@ -505,6 +507,7 @@ class Composed(Wrapper):
     second: Any = slot("think")
     needs_scorer: ClassVar[bool] = False
     wrapper_fast_path: ClassVar[bool] = False
+    budget_unsupported: ClassVar[str] = "two stages share the ratio: a token budget does not apply"
 
     @property
     def base(self) -> Any:  # type: ignore[override]

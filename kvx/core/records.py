@@ -278,6 +278,7 @@ COMPRESSION_COSTS = (
     "prefill_s",
     "decode_batches",
     "kv_bytes_decode_peak",
+    "kv_bytes_decode_mean",
     "kv_bytes_decode_end",
 )
 #: what a served reader's answer cost (``Answer.served``): tokens as the server billed them, and money

@@ -177,3 +177,16 @@ def test_jsonl_malformed_file(tmp_path: Path, start_s: float) -> None:
 def test_jsonl_row_without_a_field(tmp_path: Path, start_s: float) -> None:
     (tmp_path / "rows.jsonl").write_text('{"context": "a", "question": "q"}\n')
     _fails(tmp_path, start_s, ["task=jsonl", "task.path=rows.jsonl"], "line 1 has no field(s) ['answers']")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["press=adakv", "press.window_size=8"],
+        ["-m", "press=adakv,chunkkv", "press.window_size=8", "hydra.sweeper.plan=true"],
+    ],
+)
+def test_a_base_press_field_set_on_the_wrapper_names_where_it_lives(args):
+    """Before wrappers took any base, adakv had SnapKV's fields itself: now they are its base's."""
+    out = subprocess.run([sys.executable, "-m", "kvx", *args, "reader=tiny"], capture_output=True, text=True)
+    assert out.returncode == 2 and "did you mean 'press.base.window_size'?" in out.stderr, out.stderr

@@ -245,7 +245,7 @@ def test_config_is_found_after_a_non_editable_install(tmp_path):
 def test_cells_with_error_records_are_recomputed_not_reused(tmp_path, blank_store):
     # kvpress's AdaKV cannot find its masking keys on random weights: every source errors
     blank_store(tmp_path)
-    args = ["press=adakv", "press.window_size=8", "ratio=0.5", *TINY]
+    args = ["press=adakv", "press.base.window_size=8", "ratio=0.5", *TINY]
     first = kvx(args, tmp_path)
     assert first.returncode == 0, first.stderr[-2000:]
     (cell_run,) = runs(tmp_path, "cell")

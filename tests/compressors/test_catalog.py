@@ -129,6 +129,7 @@ RESHAPED = {
     "composed": "two slots and second_ratio stand for the list of presses",
     "critical": "CriticalKVPress takes its press in __init__ (not a dataclass field)",
     "compression_ratio_decoding": "the run's ratio is its target_compression_ratio",
+    "prefill_decoding": "two slots; its fields are its DecodingPress's (checked under DecodingPress)",
 }
 
 

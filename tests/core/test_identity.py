@@ -161,13 +161,30 @@ def test_ratio_for_budget_keeps_exactly_the_budget_everywhere():
                 assert n_kept(n, ratio_for_budget(budget, n)) == budget, (budget, n)
 
 
-FAST_PATH = sorted(
-    name
-    for name in registry("compressor").names()
-    if ":" not in name and getattr(registry("compressor").get(name), "fast_path", False)
-)
 BUDGET = 60
-SMALL = {"snapkv": {"window_size": 8}, "adakv": {"window_size": 8}, "pyramidkv": {"window_size": 8}}
+SMALL = {"snapkv": {"window_size": 8}, "pyramidkv": {"window_size": 8}}
+#: presses that need a field set to be valid at all
+REQUIRED = {
+    "per_layer": {"compression_ratios": [0.5, 0.5, 0.5]},
+    "dms": {"threshold": 0.5},
+    "quantized": {"group_size": 32},  # the tiny reader's 2 x 16 elements a token
+}
+
+
+def _press(name: str):
+    comp = registry("compressor").get(name)(**SMALL.get(name, REQUIRED.get(name, {})))
+    if name in ("adakv", "critical_adakv", "critical", "entropy_gated_chunkkv", "quantized"):
+        comp.base = registry("compressor").get("snapkv")(window_size=8)
+    if name == "chunkkv":  # K-norm scores: whole chunks, none favoured by a window
+        comp.base = registry("compressor").get("knorm")()
+    return comp
+
+
+FAST_PATH = sorted(
+    name for name in registry("compressor").names() if ":" not in name and _press(name).fast_path
+)
+#: what a token budget cannot mean for them (each says why in its reason)
+NO_BUDGET = ("think", "hqq", "composed", "decoding", "cam", "compression_ratio_decoding", "per_layer", "dms")
 
 
 @pytest.fixture(scope="module")
@@ -177,10 +194,10 @@ def long_prompt(tiny):
 
 @pytest.mark.parametrize("name", FAST_PATH)
 def test_budget_tokens_on_every_fast_path_press(tiny, engine, long_prompt, name):
-    comp = registry("compressor").get(name)(**SMALL.get(name, {}))
+    comp = _press(name)
     n = long_prompt.context_ids.shape[1]
     setting = comp.resolve(comp.setting_spec(0.5, BUDGET), n, tiny.model)
-    if name in ("think", "hqq"):
+    if name in NO_BUDGET:
         assert not setting.supported and "budget" in setting.reason
         return
     if name == "none":  # keeps everything whatever is asked
@@ -190,7 +207,7 @@ def test_budget_tokens_on_every_fast_path_press(tiny, engine, long_prompt, name)
     with torch.inference_mode():
         cache, run = compress(engine.caches, tiny, comp, setting.ratio, long_prompt, False)
     lengths = [cache.get_seq_length(i) for i in range(len(cache.layers))]
-    if name == "adakv":  # masks keys per head instead of shrinking: BUDGET kept per head on average
+    if name in ("adakv", "critical_adakv"):  # masks keys per head: BUDGET kept per head on average
         assert lengths == [n] * len(lengths)
         kept = run.retained.mask.sum(-1).float().mean().item()
         assert kept == pytest.approx(BUDGET, abs=1)
@@ -199,6 +216,8 @@ def test_budget_tokens_on_every_fast_path_press(tiny, engine, long_prompt, name)
         assert lengths == budgets and abs(sum(budgets) / len(budgets) - BUDGET) <= 8
     elif name == "chunkkv":  # whole chunks: BUDGET // chunk_length of them
         assert lengths[0] == BUDGET // comp.chunk_length * comp.chunk_length
+    elif name == "entropy_gated_chunkkv":  # chunks of two lengths: within one long chunk of BUDGET
+        assert all(abs(length - BUDGET) <= comp.chunk_length for length in lengths), lengths
     else:
         assert lengths == [BUDGET] * len(lengths), lengths
 
@@ -378,3 +397,55 @@ def test_task_defaults_vary_only_within_a_task():
     p3 = {"task": "tpbench_p3", "max_new_tokens": 128, "n_sources": 10}
     assert varying({"a": p2, "b": p3}) == []  # each task's own budget: no sweep
     assert varying({"a": p2, "b": {**p2, "max_new_tokens": 48}}) == ["max_new_tokens"]
+
+
+def _wrapped(name: str, base: str, base_fields: dict | None = None, **fields):
+    comp = registry("compressor").get(name)(**fields)
+    comp.base = registry("compressor").get(base)(**(base_fields or {}))
+    return comp
+
+
+@pytest.mark.parametrize(
+    ("name", "build", "stored_id"),
+    [  # ids kvx 38ac256 (before kvpress's names and open bases) gave these settings
+        ("adakv", lambda: _wrapped("adakv", "snapkv"), "4c3eadb8d3348a87"),
+        (
+            "adakv",
+            lambda: _wrapped("adakv", "snapkv", {"window_size": 32}, alpha_safeguard=0.1),
+            "3eae4bf8ff0912ee",
+        ),
+        ("chunkkv", lambda: _wrapped("chunkkv", "knorm"), "f4d4dd55a8842ede"),
+        ("chunkkv", lambda: _wrapped("chunkkv", "knorm", chunk_length=10), "a50c40b8e1d195b5"),
+        ("block", lambda: _wrapped("block", "knorm"), "f73875e6e760dd18"),
+        ("key_rerotation", lambda: _wrapped("key_rerotation", "knorm"), "3f6e7e563b025ca0"),
+        (
+            "expected_attention_plain",
+            lambda: registry("compressor").get("expected_attention_plain")(),
+            "d275a23597586389",
+        ),
+        (
+            "expected_attention_plain",
+            lambda: registry("compressor").get("expected_attention_plain")(n_sink=8),
+            "8f8784a15db8d37a",
+        ),
+    ],
+)
+def test_a_setting_stored_before_kvpress_names_keeps_its_cell_id(name, build, stored_id):
+    """A store written before presses took kvpress's names and wrappers any base keeps its cells: the
+    same setting hashes to the id it had, while its flat fields name today's press and its base."""
+    c = cell(build(), press_name=name)
+    identity = c.identity(READER)
+    assert identity.id == stored_id
+    assert identity.flat()["press"] == name
+
+
+def test_a_wrapper_over_another_base_is_another_cell_and_says_so():
+    snap, tova = _wrapped("chunkkv", "snapkv"), _wrapped("chunkkv", "tova")
+    ids = {
+        cell(c, press_name="chunkkv").identity(READER).id for c in (snap, tova, _wrapped("chunkkv", "knorm"))
+    }
+    assert len(ids) == 3
+    flat = cell(snap, press_name="chunkkv").identity(READER).flat()
+    assert flat["press.base"] == "snapkv" and flat["press.base.window_size"] == 64
+    assert cell(tova, press_name="chunkkv").label() == "chunkkv(tova)@0.5"
+    assert cell(snap, press_name="chunkkv").label() == "chunkkv@0.5"  # the default base goes unsaid

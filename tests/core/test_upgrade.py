@@ -166,18 +166,18 @@ def test_asked_ratio_comes_from_the_key_not_what_the_method_ran_with():
 
 
 def test_versions_this_kvx_cannot_read_are_refused_untouched(tmp_path):
-    for version in ("0", "3", None):
+    for version in ("0", "4", None):
         record = records("engine")[0] | {"schema_version": version}
         before = copy.deepcopy(record)
         assert upgrade(record) is None and record == before
     unversioned = records("engine")[0]
     del unversioned["schema_version"]
     assert upgrade(unversioned) is None
-    newer = records("engine")[0] | {"schema_version": "3", "key": "newer"}
+    newer = records("engine")[0] | {"schema_version": "4", "key": "newer"}
     (tmp_path / "r.jsonl").write_text(json.dumps(newer) + "\n")
     result = aggregate(tmp_path)
     (problem,) = [p for p in result.problems if p.key == "newer"]
-    assert problem.severity == "error" and "reads versions '1', '2'" in problem.message
+    assert problem.severity == "error" and "reads versions '1', '2', '3'" in problem.message
 
 
 def test_a_malformed_schema1_record_is_explained_by_the_schema_not_made_whole(tmp_path):
@@ -196,3 +196,41 @@ def test_a_control_stored_by_schema1_kvx_loads_with_its_cost_unknown():
     entry = json.loads(line)
     answer = Answer.from_dict({k: v for k, v in entry.items() if k not in ("source_id", "prompt_hash")})
     assert answer.cost is None and answer.token_ids == entry["token_ids"]
+
+
+@pytest.mark.parametrize(
+    ("press", "flat", "name", "upgraded"),
+    [
+        (
+            "expected_attention",
+            {"press.n_sink": 4, "press.epsilon": 0.0},
+            "expected_attention_plain",
+            {"press.n_sink": 4, "press.epsilon": 0.0},
+        ),
+        (
+            "adakv",
+            {"press.alpha_safeguard": 0.2, "press.window_size": 64, "press.kernel_size": 5},
+            "adakv",
+            {
+                "press.alpha_safeguard": 0.2,
+                "press.base": "snapkv",
+                "press.base.window_size": 64,
+                "press.base.kernel_size": 5,
+            },
+        ),
+        ("chunkkv", {"press.chunk_length": 20}, "chunkkv", {"press.chunk_length": 20, "press.base": "knorm"}),
+        ("block", {"press.block_size": 128}, "block", {"press.block_size": 128, "press.base": "knorm"}),
+        ("snapkv", {"press.window_size": 64}, "snapkv", {"press.window_size": 64}),
+    ],
+)
+def test_a_schema2_press_reads_as_kvpress_names_it_with_the_base_it_ran_over(press, flat, name, upgraded):
+    """Schema 3 names presses as kvpress's registry does: what a schema-2 record called chunkkv ran
+    over K-norm, its expected_attention is today's expected_attention_plain; the cell id stays."""
+    record = {
+        "schema_version": "2",
+        "compressor": press,
+        "cell": {"id": "abc", "fields": {"press": press, **flat}},
+    }
+    assert upgrade(record) == ()
+    assert record["schema_version"] == SCHEMA_VERSION and record["compressor"] == name
+    assert record["cell"] == {"id": "abc", "fields": {"press": name, **upgraded}}
