@@ -89,9 +89,11 @@ def _v2_to_v3(record: dict[str, Any]) -> tuple[str, ...]:
     ``expected_attention`` is today's ``expected_attention_plain``, and a schema-2 ``adakv``, ``chunkkv``,
     ``block`` or ``key_rerotation`` ran over the one base it then had, which its flat fields now name
     (``press.base``, with the base's own fields under it). The cell id is unchanged: kvx hashes these
-    settings as it did (``Compressor.stored_identity``), so a store keeps its cells."""
+    settings as it did (``Compressor.stored_identity``), so a store keeps its cells. An imported record
+    (``provenance``) names its release's method, which its importer mapped: it is left as it is."""
     press = record.get("compressor")
-    if isinstance(press, str) and press in RENAMED_PRESSES:
+    imported = isinstance(record.get("provenance"), dict)  # a release's method name, not a kvx press
+    if isinstance(press, str) and press in RENAMED_PRESSES and not imported:
         name, base, moved = RENAMED_PRESSES[press]
         record["compressor"] = name
         cell = record.get("cell")
@@ -111,6 +113,9 @@ Step = Callable[[dict[str, Any]], tuple[str, ...]]
 #: schema version -> the step that brings a record of it to the next version
 STEPS: dict[str, Step] = {"1": _v1_to_v2, "2": _v2_to_v3}
 READABLE = (*STEPS, SCHEMA_VERSION)  # every version this kvx reads
+#: version -> how it identifies cells: versions with one number here give a setting the same cell id
+#: (schema 3 kept schema 2's ids), so their records aggregate together; schema 1's ids are others
+IDENTITY = {"1": "config_hash", "2": "identity", "3": "identity"}
 
 
 def upgrade(record: dict[str, Any]) -> tuple[str, ...] | None:

@@ -85,6 +85,8 @@ METHODS = {
     "AdaKVPress": "adakv",
     "QuantizedCache": "hqq",
 }
+#: the base press each of the release's wrappers ran over (ChunkKVPress_Knorm; AdaKV over SnapKV)
+BASES = {"chunkkv": "knorm", "adakv": "snapkv"}
 QUANTIZED = "QuantizedCache"
 #: release coverage_type -> kvx diagnostic status
 COVERAGE_STATUS = {
@@ -698,6 +700,8 @@ class Converter:
         if bits is not None:
             fields["press.bits"] = bits
         cell_id = digest(fields)
+        if compressor in BASES:  # named after the id, which imports before schema 3 hashed without it
+            fields["press.base"] = BASES[compressor]
         at = f"ratio={setting['value']}" if setting["kind"] == "ratio" else "setting=none"
         key = f"{task}/{sample}/{reader}@{revision or 'unknown'}/{compressor}/{at}/seed=unknown/{cell_id}"
         if key in self.keys:

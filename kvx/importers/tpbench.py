@@ -525,6 +525,8 @@ class Converter:
             at = f"ratio={ratio:g}"
         fields |= {"setting.kind": setting["kind"], "setting.value": setting["value"]}
         cell_id = digest(fields)
+        if fields.get("press") == "chunkkv":  # the paper's ChunkKV: over SnapKV, window 64, kernel 5 (§6.4)
+            fields |= {"press.base": "snapkv", "press.base.window_size": 64, "press.base.kernel_size": 5}
         compressor = row.kvx if row.kind == "press" else "none"
         name = row.kvx if row.kind == "press" else f"turns:{row.kvx}"
         seed_label = "unknown" if seed is None else seed

@@ -234,3 +234,27 @@ def test_a_schema2_press_reads_as_kvpress_names_it_with_the_base_it_ran_over(pre
     assert upgrade(record) == ()
     assert record["schema_version"] == SCHEMA_VERSION and record["compressor"] == name
     assert record["cell"] == {"id": "abc", "fields": {"press": name, **upgraded}}
+
+
+def test_an_imported_schema2_record_keeps_the_press_its_importer_mapped():
+    record = {
+        "schema_version": "2",
+        "compressor": "chunkkv",
+        "provenance": {"origin": "external", "source": "tpbench"},
+        "cell": {"id": "abc", "fields": {"press": "chunkkv", "origin": "tpbench"}},
+    }
+    upgrade(record)
+    assert record["cell"]["fields"] == {"press": "chunkkv", "origin": "tpbench"}
+
+
+def test_a_store_continued_after_schema_3_aggregates_its_schema2_and_schema3_records_together(tmp_path):
+    """Schema 3 kept schema 2's cell ids: a store whose first cells were written before it and whose
+    later ones after reads as one study (an upgrade warning, no mixed-versions error)."""
+    written = [r for _, cell in cells(GRID) for r in cell]
+    older = [dict(r, schema_version="2") for r in written[: len(written) // 2]]
+    lines = [json.dumps(r) for r in older + written[len(written) // 2 :]]
+    (tmp_path / "r.jsonl").write_text("\n".join(lines) + "\n")
+    result = aggregate(tmp_path)
+    versions = [p for p in result.problems if p.check == "schema_version"]
+    assert [p.severity for p in versions] == ["warning"], [p.message for p in versions]
+    assert f"{len(older)} records upgraded from schema 2 to 3" in versions[0].message

@@ -39,7 +39,7 @@ from kvx.core.records import (
     schema,
     unknown_fields,
 )
-from kvx.core.upgrade import READABLE, upgrade
+from kvx.core.upgrade import IDENTITY, READABLE, upgrade
 
 COUNT_KEYS = (
     "n_records",
@@ -412,7 +412,7 @@ def cross_check(rows: pd.DataFrame, out: Validated, source: Source) -> pd.DataFr
                 f"the first seen ({out.declared[(diag, value)]}) is used",
             )
         )
-    if len(out.versions) > 1:
+    if len({IDENTITY.get(v, v) for v in out.versions}) > 1:  # two ways of identifying one cell
         mix = ", ".join(f"{v}: {n}" for v, n in sorted(out.versions.items()))
         problems.append(Problem("schema_version", "error", "", "", f"mixed schema versions ({mix})"))
     for (version, unknown), n in sorted(out.upgraded.items()):
