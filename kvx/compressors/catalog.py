@@ -1,11 +1,11 @@
-"""Every other offline-capable kvpress press, by name, with the press's own defaults.
+"""kvpress's presses that need no other press, by name, with the press's own defaults.
 
 Each entry is a small dataclass whose fields copy the press's plain-valued fields and defaults
 (kvpress 0.5.5; ``tests/compressors/test_catalog.py`` fails when kvpress drifts), so ``press=knorm`` and
-``press=expected_attention press.n_sink=8`` work like the presets. kvpress is imported only when a
-press is built: registering these config nodes must not cost its ten-second import. Presses that
-fetch hub artefacts (DuoAttention, Q-Filters, KVzap, ...) are not listed: they cannot run offline
-and would only fail later.
+``press=expected_attention_plain press.n_sink=8`` work like the presets. kvpress is imported only when a
+press is built: registering these config nodes must not cost its ten-second import. Presses that wrap
+another are in ``wrappers``, ``decoding`` and ``quantized``; the test lists the presses that fetch hub
+artefacts (DuoAttention, Q-Filters, KVzap, ...), which cannot run offline, and why each is left out.
 """
 
 from __future__ import annotations

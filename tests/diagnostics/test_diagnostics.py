@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from kvx.compressors.presets import match_rows
+from kvx.compressors.wrappers import match_rows
 from kvx.core.records import as_dicts, validate
 from kvx.core.registry import registry
 from kvx.diagnostics.alignment import align_evidence
@@ -65,7 +65,9 @@ def test_streaming_llm_map_is_sinks_plus_recent_window(tiny, prompt):
 
 
 def test_adakv_keeps_head_slots_apart(tiny, prompt):
-    cap, cache, retained = compress(tiny, prompt, "adakv", window_size=8)
+    cap, cache, retained = compress(
+        tiny, prompt, "adakv", base=registry("compressor").get("snapkv")(window_size=8)
+    )
     heads = cache.layers[0].keys.shape[1]
     per_layer = retained.mask.view(len(cache.layers), heads, -1)
     n = cap.n_tokens

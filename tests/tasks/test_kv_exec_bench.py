@@ -242,7 +242,7 @@ def test_table1_runs_both_studies_as_sweeps_of_the_five_presses(
     given = ["+experiment=kv_exec_bench/table1", "reader=tiny", f"outputs_dir={tmp_path}"]
     parts = plan(*given, "tool_call:n_sources=1", "code_exec:n_sources=1")
     assert [p["part"] for p in parts] == ["kv_exec_bench/tool_call", "kv_exec_bench/code_exec"]
-    grid = {("press", p) for p in ["random", "streaming_llm", "snapkv", "knorm", "expected_attention"]}
+    grid = {("press", p) for p in ["random", "streaming_llm", "snapkv", "knorm", "expected_attention_plain"]}
     grid = {(a, b, "ratio", r) for a, b in grid for r in ("0.25", "0.5", "0.75")}
     for part in parts:  # every cell of both parts composed and checked: 5 presses x 3 ratios each
         axes = {

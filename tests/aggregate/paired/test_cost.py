@@ -68,8 +68,8 @@ def test_rows_flatten_both_sides_and_leave_absent_costs_nan() -> None:
     assert (row["full_new_tokens"], row["full_decode_rows"], row["retained_share"]) == (4.0, 1.0, 0.5)
     bare = project(rec(), "o", "s", {}, set())  # an older record: no cost on either side
     columns = [f"full_{n}" for n in ANSWER_COSTS] + [f"comp_{n}" for n in ANSWER_COSTS + COMPRESSION_COSTS]
-    # 6 answer costs on each side, 3 compression costs
-    assert len(columns) == 15 and all(math.isnan(bare[c]) for c in columns)
+    # 6 answer costs on each side, 6 compression costs (3 of them a decoding press's cache bytes)
+    assert len(columns) == 18 and all(math.isnan(bare[c]) for c in columns)
     unsupported = project(rec(status="unsupported"), "o", "s", {}, set())
     assert math.isnan(unsupported["comp_kv_bytes"]) and math.isnan(unsupported["full_kv_bytes"])
 
