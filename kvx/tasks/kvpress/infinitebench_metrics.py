@@ -102,15 +102,8 @@ def code_debug(prediction: str, letter: str, function: str | None) -> bool:
     names = [letter] + ([function] if function else [])
     if any(pred.startswith(name) for name in names):
         return True
-    for prefix in ("answer is:", "is:", "answer:", "correct option is:"):
-        at = pred.find(prefix)
-        if at == -1:
-            continue
-        if len(pred) < at + len(prefix) + 1:
-            return False
-        rest = pred[at + len(prefix) + 1 :]
-        return any(rest.startswith(name) for name in names)
-    return False
+    found = _answer_after(pred, ("answer is:", "is:", "answer:", "correct option is:"), names)
+    return bool(found)
 
 
 def math_find(prediction: str, label: str) -> bool:
@@ -161,12 +154,21 @@ def longbook_choice(prediction: str, labels: Sequence[str]) -> bool:
         pred = pred.replace(char, " ")
     while "  " in pred:
         pred = pred.replace("  ", " ")
-    for prefix in ("answer is:", "answer:", "answer is", "option is"):
+    found = _answer_after(pred, ("answer is:", "answer:", "answer is", "option is"), labels)
+    if found is not None:
+        return found
+    return next((word in labels for word in pred.split() if word in "ABCD"), False)
+
+
+def _answer_after(pred: str, prefixes: tuple[str, ...], names: Sequence[str]) -> bool | None:
+    """InfiniteBench's rule: after the first of ``prefixes`` found in ``pred`` (one character
+    skipped), does the answer start with one of ``names``? None when no prefix occurs."""
+    for prefix in prefixes:
         at = pred.find(prefix)
         if at == -1:
             continue
         if len(pred) < at + len(prefix) + 1:
             return False
         rest = pred[at + len(prefix) + 1 :]
-        return any(rest.startswith(label) for label in labels)
-    return next((word in labels for word in pred.split() if word in "ABCD"), False)
+        return any(rest.startswith(name) for name in names)
+    return None
