@@ -98,5 +98,8 @@ step "kvx --help" kvx_env "$WORK/venv/bin/kvx" --help
 step "sweep" kvx_env "$VPY" -m kvx -m reader=tiny press=snapkv,tova n_sources=2 context_tokens=300 \
   max_new_tokens=4 progress=false
 step "aggregate" kvx_env "$VPY" -m kvx.aggregate --strict --quiet
+# kvpress's composed press names are configs shipped in the wheel (kvx/conf/press): planned, not run
+step "kvpress press names" kvx_env "$VPY" -m kvx -m reader=tiny hydra.sweeper.plan=true \
+  press=expected_attention,snap_think,decoding_knorm,chunkkv_knorm
 echo "wheel_check: kvx $version from $(basename "$WHEEL"), installed in a fresh venv, swept and aggregated" \
   "outside the checkout ($((SECONDS - start)) s)"
