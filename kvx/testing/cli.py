@@ -180,6 +180,9 @@ def _as_a_process(
     try:
         yield
     finally:
+        mlflow = sys.modules.get("mlflow")
+        if mlflow is not None:  # a process's tracking URI ends with it: MLflow keeps one per process
+            mlflow.set_tracking_uri(None)
         sys.argv = saved_argv
         os.environ.clear()
         os.environ.update(saved_env)
