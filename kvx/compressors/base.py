@@ -59,12 +59,16 @@ class Compressor(ABC):
     def setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
         """Interpret ``ratio`` for this method; unsupported settings say why."""
 
+    #: its own fields fix what it keeps (a threshold, a target size, HQQ's ``press.bits``): the run's
+    #: ratio is not used, and the ratios it ignores are one cell
+    ratio_unused: ClassVar[bool] = False
+
     def setting_spec(self, ratio: float, budget_tokens: int | None) -> SettingSpec:
         """The setting as the cell identity sees it: a token budget, a ratio, or ``none`` for
         compressors whose own fields fix what they keep (so ratios they ignore are one cell)."""
         if budget_tokens is not None:
             return SettingSpec("budget_tokens", budget_tokens)
-        return SettingSpec("ratio", ratio)
+        return SettingSpec("none", None) if self.ratio_unused else SettingSpec("ratio", ratio)
 
     def budget_ratio(self, budget: int, n_context: int) -> float:
         """The kvpress ratio that keeps ``budget`` of ``n_context`` tokens per head."""

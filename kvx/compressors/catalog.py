@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, ClassVar
 
 from kvx.compressors.kvpress_adapter import KVPressCompressor
 from kvx.core.checks import check_choice, check_int, check_number
-from kvx.core.identity import SettingSpec
 from kvx.core.setting import Setting
 
 if TYPE_CHECKING:
@@ -207,6 +206,7 @@ class simlayerkv(KVPressCompressor):  # noqa: N801
     n_recent: int = 1024
     n_initial: int = 4
     fast_path: ClassVar[bool] = False
+    ratio_unused: ClassVar[bool] = True
     budget_unsupported: ClassVar[str] = (
         "SimLayerKV keeps whole layers or their ends: a token budget does not apply"
     )
@@ -216,13 +216,6 @@ class simlayerkv(KVPressCompressor):  # noqa: N801
         check_int("press.n_last", self.n_last, 1)
         check_int("press.n_recent", self.n_recent, 0)
         check_int("press.n_initial", self.n_initial, 0)
-
-    def setting_spec(self, ratio: float, budget_tokens: int | None) -> SettingSpec:
-        return (
-            SettingSpec("none", None)
-            if budget_tokens is None
-            else SettingSpec("budget_tokens", budget_tokens)
-        )
 
     def build_press(self, ratio: float) -> BasePress:
         from kvpress import SimLayerKVPress

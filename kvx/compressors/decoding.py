@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from kvx.compressors.base import slot
 from kvx.compressors.kvpress_adapter import KVPressCompressor
-from kvx.compressors.wrappers import AdaKV, Wrapper
+from kvx.compressors.wrappers import AdaKV, Wrapper, validate_slot
 from kvx.core.checks import check_int
 from kvx.core.errors import ConfigError
-from kvx.core.identity import SettingSpec
 from kvx.core.setting import RetainedMap, Setting
 
 if TYPE_CHECKING:
@@ -35,6 +34,7 @@ class DecodingCompressor(Wrapper):
 
     compresses_decoding: ClassVar[bool] = True
     needs_scorer: ClassVar[bool] = False
+    ratio_unused: ClassVar[bool] = True  # target_size sets what decoding keeps
     budget_unsupported: ClassVar[str] = (
         "decoding-time compression keeps its target size: a token budget does not apply"
     )
@@ -53,13 +53,6 @@ class DecodingCompressor(Wrapper):
     @property
     def fast_path(self) -> bool:  # type: ignore[override]
         return True  # the prefill is the uncompressed capture
-
-    def setting_spec(self, ratio: float, budget_tokens: int | None) -> SettingSpec:
-        """``target_size`` sets what decoding keeps: the run's ratio is not used (one cell); a budget is
-        asked as such, to be recorded unsupported."""
-        if budget_tokens is not None:
-            return SettingSpec("budget_tokens", budget_tokens)
-        return SettingSpec("none", None)
 
     def press_setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
         return Setting(0.0, None, {"phases": "decode", **self.press_fields()})
@@ -127,9 +120,7 @@ class CompressionRatioDecoding(DecodingCompressor):
     compression_interval: int = 512
     hidden_states_buffer_size: int = 256
     base: Any = slot("knorm")
-
-    def setting_spec(self, ratio: float, budget_tokens: int | None) -> SettingSpec:
-        return KVPressCompressor.setting_spec(self, ratio, budget_tokens)
+    ratio_unused: ClassVar[bool] = False  # the ratio is its target_compression_ratio
 
     def press_setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
         return Setting(ratio, None, {"phases": "decode", **self.press_fields()})
@@ -183,17 +174,13 @@ class PrefillDecoding(DecodingCompressor):
     hidden_states_buffer_size: int = 256
     base: Any = slot("knorm")
     prefilling: Any = slot("snapkv")
+    ratio_unused: ClassVar[bool] = False  # the ratio is the prefill press's
     budget_unsupported: ClassVar[str] = ""  # a budget is the prefill press's
 
     def validate(self) -> None:
         super().validate()
         check_int("press.target_size", self.target_size, 1)
-        if not isinstance(self.prefilling, KVPressCompressor):
-            raise ConfigError(f"press.prefilling: {type(self.prefilling).__name__} is not a kvpress press")
-        try:
-            self.prefilling.validate()
-        except ConfigError as exc:
-            raise ConfigError(str(exc).replace("press.", "press.prefilling.", 1)) from None
+        validate_slot(self, "prefilling")
 
     @property
     def fast_path(self) -> bool:  # type: ignore[override]
@@ -202,9 +189,6 @@ class PrefillDecoding(DecodingCompressor):
     @property
     def attn_implementation(self) -> str | None:  # type: ignore[override]
         return self.prefilling.attn_implementation
-
-    def setting_spec(self, ratio: float, budget_tokens: int | None) -> SettingSpec:
-        return KVPressCompressor.setting_spec(self, ratio, budget_tokens)
 
     def press_setting(self, ratio: float, n_context: int, model: PreTrainedModel) -> Setting:
         setting = self.prefilling.press_setting(ratio, n_context, model)

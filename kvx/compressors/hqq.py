@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, ClassVar
 
 from kvx.compressors.base import Compressor
 from kvx.core.checks import check_choice, check_int
-from kvx.core.identity import SettingSpec
 from kvx.core.setting import RetainedMap, Setting
 from kvx.modeling.layers import attention_layers
 
@@ -45,10 +44,9 @@ class HQQCache(Compressor):
         "HQQ quantizes every token and keeps them all: a token budget does not apply (use press.bits)"
     )
 
-    def setting_spec(self, ratio: float, budget_tokens: int | None) -> SettingSpec:
-        if self.bits is not None and budget_tokens is None:
-            return SettingSpec("none", None)  # press.bits fixes the cache; the ratio is not used
-        return super().setting_spec(ratio, budget_tokens)
+    @property
+    def ratio_unused(self) -> bool:  # type: ignore[override]
+        return self.bits is not None  # press.bits fixes the cache; the ratio is not used
 
     def validate(self) -> None:
         if self.bits is not None:

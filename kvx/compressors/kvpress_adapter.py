@@ -117,9 +117,13 @@ class KVPressCompressor(Compressor):
             rows.append(kept.cpu())  # the press gathers cache rows in this order
         return RetainedMap("measured", mask, rows=rows, compressed=compressed_flags(model))
 
-    def prefill(self, model: PreTrainedModel, context_ids: torch.Tensor, ratio: float) -> Cache:
+    def new_cache(self, model: PreTrainedModel) -> Cache:
+        """The cache the prefill fills (kvpress's pipeline takes any: ``cache=QuantizedCache(...)``)."""
         from transformers import DynamicCache
 
+        return DynamicCache()
+
+    def prefill(self, model: PreTrainedModel, context_ids: torch.Tensor, ratio: float) -> Cache:
         clear_head_masks(model)
         press = self._press(ratio)
         layers = set(compressed_layers(model))
@@ -130,7 +134,7 @@ class KVPressCompressor(Compressor):
             return hook(module, args, kwargs, output) if module.layer_idx in layers else output
 
         object.__setattr__(press, "forward_hook", forward_hook)  # press(model) registers this attribute
-        cache = DynamicCache()
+        cache = self.new_cache(model)
         with press(model):
             model.model(input_ids=context_ids, past_key_values=cache)
         return cache

@@ -22,7 +22,6 @@ from kvx.core.setting import RetainedMap, Setting
 from kvx.modeling.layers import compressed_layers
 
 if TYPE_CHECKING:
-    import torch
     from kvpress.presses.base_press import BasePress
     from transformers import Cache, PreTrainedModel, QuantizedCache
 
@@ -74,7 +73,8 @@ class Quantized(Wrapper):
         share = None if setting.retained_share is None else setting.retained_share * self.nbits / 16
         return Setting(ratio, share, params)
 
-    def quantized_cache(self, model: PreTrainedModel) -> QuantizedCache:
+    def new_cache(self, model: PreTrainedModel) -> QuantizedCache:
+        """kvpress's way: the press's hook runs on a prefill into this quantized cache."""
         from transformers import QuantizedCache
 
         return QuantizedCache(
@@ -87,28 +87,10 @@ class Quantized(Wrapper):
             residual_length=self.residual_length,
         )
 
-    def prefill(self, model: PreTrainedModel, context_ids: torch.Tensor, ratio: float) -> Cache:
-        """kvpress's way: the press's hook on a prefill into the quantized cache."""
-        from kvx.modeling.layers import clear_head_masks
-
-        clear_head_masks(model)
-        press = self._press(ratio)
-        layers = set(compressed_layers(model))
-        hook = press.forward_hook
-
-        def forward_hook(module: Any, args: tuple, kwargs: dict, output: Any) -> Any:
-            return hook(module, args, kwargs, output) if module.layer_idx in layers else output
-
-        object.__setattr__(press, "forward_hook", forward_hook)
-        cache = self.quantized_cache(model)
-        with press(model):
-            model.model(input_ids=context_ids, past_key_values=cache)
-        return cache
-
     def compress_captured(self, model: PreTrainedModel, capture: Capture, ratio: float) -> Cache:
         """The same cache from the capture: each layer quantized as the prefill would, the base press
         run on the dequantized keys and values (what kvpress's hook reads), what it keeps requantized."""
-        cache = self.quantized_cache(model)
+        cache = self.new_cache(model)
         seen = []
         for idx, layer in enumerate(capture.layers):
             cache.update(layer.keys, layer.values, idx)

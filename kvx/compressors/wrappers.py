@@ -48,17 +48,12 @@ class Wrapper(KVPressCompressor):
                 setattr(self, f.name, registry("compressor").get(f.metadata["slot"])())
 
     def validate(self) -> None:
-        if not isinstance(self.base, KVPressCompressor):
-            raise ConfigError(f"press.base: {type(self.base).__name__} is not a kvpress press")
-        if self.needs_scorer and not self.base.scorer:
+        if self.needs_scorer and isinstance(self.base, KVPressCompressor) and not self.base.scorer:
             raise ConfigError(
                 f"press.base: {type(self).__name__} wraps a ScorerPress (one score per token and head); "
                 f"{type(self.base).__name__} is not one (e.g. press/base=snapkv, tova, knorm, keydiff)"
             )
-        try:
-            self.base.validate()
-        except ConfigError as exc:
-            raise ConfigError(str(exc).replace("press.", "press.base.", 1)) from None
+        validate_slot(self, "base")
 
     @property
     def fast_path(self) -> bool:  # type: ignore[override]
@@ -398,6 +393,7 @@ class DMS(Wrapper):
     budget_unsupported: ClassVar[str] = (
         "DMS keeps what scores above its threshold: a token budget does not apply"
     )
+    ratio_unused: ClassVar[bool] = True  # its threshold decides
     wrapper_fast_path: ClassVar[bool] = False
 
     def validate(self) -> None:
@@ -408,15 +404,6 @@ class DMS(Wrapper):
             )
         check_number("press.threshold", self.threshold, float("-inf"))
         check_int("press.sliding_window_size", self.sliding_window_size, 0)
-
-    def setting_spec(self, ratio: float, budget_tokens: int | None) -> Any:
-        from kvx.core.identity import SettingSpec
-
-        return (
-            SettingSpec("none", None)
-            if budget_tokens is None
-            else SettingSpec("budget_tokens", budget_tokens)
-        )
 
     def build_press(self, ratio: float) -> BasePress:
         from kvpress import DMSPress
@@ -441,6 +428,19 @@ class DMS(Wrapper):
         return Setting(
             0.0, None, {"phases": "prefill+decode" if self.decoding else "prefill", **self.press_fields()}
         )
+
+
+def validate_slot(wrapper: KVPressCompressor, name: str) -> KVPressCompressor:
+    """The kvpress press in ``wrapper``'s slot ``name``, its fields checked; an error names the field
+    where the user set it (``press.base.window_size``, not ``press.window_size``)."""
+    inner = getattr(wrapper, name)
+    if not isinstance(inner, KVPressCompressor):
+        raise ConfigError(f"press.{name}: {type(inner).__name__} is not a kvpress press")
+    try:
+        inner.validate()
+    except ConfigError as exc:
+        raise ConfigError(str(exc).replace("press.", f"press.{name}.", 1)) from None
+    return inner
 
 
 def masked_map(model: PreTrainedModel, cache: Cache) -> RetainedMap:
@@ -529,15 +529,9 @@ class Composed(Wrapper):
 
     def validate(self) -> None:
         for name in ("first", "second"):
-            stage = getattr(self, name)
-            if not isinstance(stage, KVPressCompressor):
-                raise ConfigError(f"press.{name}: {type(stage).__name__} is not a kvpress press")
+            stage = validate_slot(self, name)
             if isinstance(stage, (AdaKV, CriticalAdaKV)) or type(stage).__name__ in ("kvzip", "kvgrad"):
                 raise ConfigError(f"press.{name}: kvpress's ComposedPress cannot hold {type(stage).__name__}")
-            try:
-                stage.validate()
-            except ConfigError as exc:
-                raise ConfigError(str(exc).replace("press.", f"press.{name}.", 1)) from None
         if self.second_ratio is not None:
             check_number("press.second_ratio", self.second_ratio, 0.0, 1.0)
 
