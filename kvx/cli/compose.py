@@ -16,6 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
+from kvx.cli.errors import holders
 from kvx.core.errors import ConfigError
 
 #: overrides -> (config with its ``hydra`` node removed, choice per config group)
@@ -157,7 +158,7 @@ def unknown_key(cfg: DictConfig, key: str, line: str) -> str:
         return f"{line}: {parent} is a free-form mapping: add a key to it with +{key}=..."
     close = difflib.get_close_matches(leaf, valid, n=1)
     hint = f"; did you mean '{'.'.join([*parts[:depth], close[0]])}'?" if close else ""
-    nested = [k for k in valid if isinstance(node.get(k), DictConfig) and leaf in node.get(k)]
+    nested = holders(node, leaf)
     if nested and not close:  # a wrapper's base press holds it: press.base.window_size
         hint = f"; did you mean '{'.'.join([*parts[:depth], nested[0], leaf])}'?"
     where = f"keys of {parent}" if parent else "top-level keys"

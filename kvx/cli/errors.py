@@ -101,9 +101,17 @@ def _unknown_key(cause: BaseException) -> str | None:
     where = full.rpartition(".")[0]
     if where and OmegaConf.get_type(parent) is dict:  # judge.reader_fields: takes keys, none declared
         return f"{where} is a free-form mapping: add a key to it with +{full}=..."
-    # a wrapper's base press holds it: press.window_size is press.base.window_size
-    nested = [str(k) for k in parent if isinstance(parent.get(k), DictConfig) and key in parent.get(k)]
-    return unknown_key(where, key, [str(k) for k in parent if str(k) != "hydra"], nested)
+    return unknown_key(where, key, [str(k) for k in parent if str(k) != "hydra"], holders(parent, key))
+
+
+def holders(node: object, key: str) -> list[str]:
+    """The mappings directly under ``node`` that hold ``key``: a wrapper's base press holds the field set
+    on the wrapper (``press.window_size`` is ``press.base.window_size``)."""
+    from omegaconf import DictConfig
+
+    if not isinstance(node, DictConfig):
+        return []
+    return [str(k) for k in node if isinstance(node.get(k), DictConfig) and key in node.get(k)]
 
 
 def unknown_key(where: str, key: str, valid: Sequence[str], nested: Sequence[str] = ()) -> str:

@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from kvx.cli.errors import unknown_key
+from kvx.cli.errors import holders, unknown_key
 from kvx.cli.sources import GROUPS, instantiate
 from kvx.core.checks import check_bool, check_int, check_optional_int, check_ratio
 from kvx.core.errors import ConfigError, one_line
@@ -104,8 +104,7 @@ def check_known(node: DictConfig, where: str = "") -> None:
         if name == "hydra" and not where:
             continue
         if fields is not None and name not in fields:
-            nested = [str(k) for k in node if isinstance(node.get(k), DictConfig) and name in node.get(k)]
-            raise ConfigError(unknown_key(where, name, fields, nested))
+            raise ConfigError(unknown_key(where, name, fields, holders(node, name)))
         if OmegaConf.is_missing(node, name) or OmegaConf.is_interpolation(node, name):
             continue
         part = node[name]
