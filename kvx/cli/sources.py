@@ -153,7 +153,9 @@ def configs_under(loader: Any, group: str, overrides: list[str]) -> list[str]:
     out, folders = [], [group]
     while folders:
         folder = folders.pop()
-        prefix = folder.partition("/")[2]
+        prefix = folder[len(group) :].strip(
+            "/"
+        )  # relative to the group: press/base lists tova, not base/tova
         for kind in (ObjectType.CONFIG, ObjectType.GROUP):
             names = loader.get_group_options(folder, kind, overrides=overrides)  # no primary config read
             if kind is ObjectType.CONFIG:

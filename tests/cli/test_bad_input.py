@@ -190,3 +190,13 @@ def test_a_base_press_field_set_on_the_wrapper_names_where_it_lives(args):
     """Before wrappers took any base, adakv had SnapKV's fields itself: now they are its base's."""
     out = subprocess.run([sys.executable, "-m", "kvx", *args, "reader=tiny"], capture_output=True, text=True)
     assert out.returncode == 2 and "did you mean 'press.base.window_size'?" in out.stderr, out.stderr
+
+
+def test_an_unknown_base_press_is_named_with_the_base_options():
+    out = subprocess.run(
+        [sys.executable, "-m", "kvx", "press=adakv", "press.base=tovaa", "reader=tiny"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 2 and "press/base=tovaa: no such option; options: adakv," in out.stderr
+    assert "did you mean 'tova'?" in out.stderr
