@@ -1,15 +1,18 @@
 """Task-oriented dialogue corpora in their official formats, read into one annotated shape.
 
 Schema-Guided Dialogue (DSTC8: ``dialogue_id``, ``turns[].speaker/utterance``, per-service
-``frames[].state.slot_values`` on user turns) and MultiWOZ 2.1 (``log[].text``, the belief state in
-``log[].metadata`` of the system turn that follows each user turn) become ``Dialogue`` objects whose
-user turns carry the cumulative dialogue state after that turn: slot -> the annotated values (SGD
-lists every accepted surface form of a value; MultiWOZ has one). This is what TPBench's probe
-builders compare turn by turn.
+``frames[].state.slot_values`` on user turns), MultiWOZ 2.1 (``log[].text``, the belief state in
+``log[].metadata`` of the system turn that follows each user turn) and MultiWOZ 2.2 (SGD's layout,
+``data/MultiWOZ_2.2/{train,dev,test}/dialogues_*.json``: every user turn has a frame per domain whose
+``state.slot_values`` holds that domain's ``domain-slot`` values) become ``Dialogue`` objects whose
+user turns carry the cumulative dialogue state after that turn: slot -> the annotated values (SGD and
+MultiWOZ 2.2 list every accepted surface form of a value; MultiWOZ 2.1 has one). This is what
+TPBench's probe builders compare turn by turn.
 
-A path may be a ``.json`` or ``.json.gz`` file, a folder of them (searched recursively; SGD's
-``schema.json`` is skipped) or a ``.zip`` of them — a user's clone of the public repositories as it
-is. Nothing is downloaded.
+A path may be a ``.json`` or ``.json.gz`` file, a folder of them (searched recursively;
+``schema.json`` is skipped, and so is any document of another layout, such as MultiWOZ 2.2's
+``dialog_acts.json``) or a ``.zip`` of them — a user's clone of the public repositories as it is.
+Nothing is downloaded. Files of another corpus's layout fail with the corpus they look like.
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kvx.core.checks import check_choice
 from kvx.core.errors import ConfigError
 
 #: where users get the corpora (named in the error for a missing path)
 PUBLIC = {
     "sgd": "github.com/google-research-datasets/dstc8-schema-guided-dialogue (train/, dev/ or test/)",
     "multiwoz21": "MultiWOZ 2.1 (data.json, or ConvLab-2's data/multiwoz/{val,test}.json.zip)",
+    "multiwoz22": "github.com/budzianowski/multiwoz, data/MultiWOZ_2.2/ (train/, dev/ or test/)",
 }
 #: MultiWOZ's placeholders for a slot nobody filled
 UNSET = ("", "not mentioned")
@@ -77,20 +82,53 @@ def json_documents(path: str | Path) -> Iterator[tuple[str, Any]]:
 
 
 def load_corpus(corpus: str, path: str) -> list[Dialogue]:
-    """Every dialogue of ``corpus`` (``sgd`` or ``multiwoz21``) under ``path``, in file order."""
-    if corpus not in PUBLIC:
-        raise ConfigError(f"task.corpus={corpus!r} is not one of {sorted(PUBLIC)}")
+    """Every dialogue of ``corpus`` (``sgd``, ``multiwoz21`` or ``multiwoz22``) under ``path``, in file
+    order; a file of another corpus's layout is an error naming the corpus it looks like."""
+    check_choice("task.corpus", corpus, PUBLIC)
     if not path:
         raise ConfigError(
             f"task.path is empty: point it at the {corpus} files; the public data: {PUBLIC[corpus]}"
         )
     if not Path(path).exists():
         raise ConfigError(f"task.path={path!r}: no such file or folder; the public data: {PUBLIC[corpus]}")
-    read = _sgd if corpus == "sgd" else _multiwoz
-    dialogues = [d for name, doc in json_documents(path) for d in read(name, doc)]
+    read = {"sgd": _sgd, "multiwoz21": _multiwoz, "multiwoz22": _multiwoz22}[corpus]
+    dialogues = []
+    for name, doc in json_documents(path):
+        found = layout(doc)
+        if found is not None and found != corpus:
+            raise ConfigError(
+                f"task.path={path!r}: {name} is {found} ({PUBLIC[found]}), not {corpus}; "
+                f"did you mean task.corpus={found}?"
+            )
+        dialogues += read(name, doc)
     if not dialogues:
         raise ConfigError(f"task.path={path!r}: no {corpus} dialogues found there")
     return dialogues
+
+
+def layout(document: Any) -> str | None:
+    """Which corpus a parsed file looks like: ``multiwoz21`` (dialogue id -> ``log``), ``multiwoz22``
+    (a list of dialogues whose frames key slots ``<service>-<slot>``), ``sgd`` (a list of dialogues
+    whose frames key slots without the service); None for anything else (a schema, MultiWOZ 2.2's
+    ``dialog_acts.json``, a list without annotated frames)."""
+    if isinstance(document, dict):
+        first = next(iter(document.values()), None)
+        return "multiwoz21" if isinstance(first, dict) and "log" in first else None
+    for frame in _frames(document):
+        slots = (frame.get("state") or {}).get("slot_values")
+        if slots:
+            prefix = f"{frame.get('service')}-"
+            return "multiwoz22" if all(str(k).startswith(prefix) for k in slots) else "sgd"
+    return None
+
+
+def _frames(document: Any) -> Iterator[dict[str, Any]]:
+    """Every frame of a list of SGD-layout dialogues, skipping what is not one."""
+    for dialogue in document if isinstance(document, list) else ():
+        turns = dialogue.get("turns") if isinstance(dialogue, dict) else None
+        for turn in turns if isinstance(turns, list) else ():
+            frames = turn.get("frames") if isinstance(turn, dict) else None
+            yield from (f for f in frames or () if isinstance(f, dict))
 
 
 def _sgd(origin: str, document: Any) -> Iterator[Dialogue]:
@@ -137,6 +175,28 @@ def _multiwoz(origin: str, document: Any) -> Iterator[Dialogue]:
                 state = _belief(log[index + 1].get("metadata") or {})
             turns.append(Turn(speaker, str(entry["text"]), state))
         yield Dialogue(str(dialogue_id), tuple(turns), origin)
+
+
+def _multiwoz22(origin: str, document: Any) -> Iterator[Dialogue]:
+    """A MultiWOZ 2.2 dialogues file: SGD's layout, but each user turn lists a frame for every domain,
+    each holding that domain's whole state (``hotel-area``, ``hotel-bookpeople``, ...), so the
+    dialogue state after the turn is their union (as the release's ``convert_to_multiwoz_format.py``
+    builds it). Slots keep their ``domain-slot`` names, which TPBench compares whole."""
+    if not isinstance(document, list):
+        return
+    for dialogue in document:
+        if not isinstance(dialogue, dict) or "turns" not in dialogue:
+            continue
+        turns = []
+        for turn in dialogue["turns"]:
+            speaker = str(turn["speaker"]).lower()
+            state = None
+            if speaker == "user":
+                frames = [(f.get("state") or {}).get("slot_values") for f in turn.get("frames", [])]
+                if any(values is not None for values in frames):
+                    state = {slot: tuple(v) for values in frames for slot, v in (values or {}).items()}
+            turns.append(Turn(speaker, str(turn["utterance"]), state))
+        yield Dialogue(str(dialogue["dialogue_id"]), tuple(turns), origin)
 
 
 def _belief(metadata: dict[str, Any]) -> State | None:

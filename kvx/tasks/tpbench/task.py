@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from kvx.core.checks import check_choice
 from kvx.core.errors import ConfigError
 from kvx.core.identity import NEVER, WHEN_SET, when_set
 from kvx.core.source import SPEAKERS, Segment, Source
@@ -29,7 +30,7 @@ from kvx.tasks.tpbench import prompts, release, scoring, text
 from kvx.tasks.tpbench.probes import Counts, Example, build
 from kvx.tasks.tpbench.reply import Reply, parse_reply
 
-CORPORA = ("synthetic", "sgd", "multiwoz21")
+CORPORA = ("synthetic", "sgd", "multiwoz21", "multiwoz22")
 #: ``build``: kvx's construction from corpus files; ``release``: the public release's probes
 PROBE_SETS = ("build", "release")
 
@@ -111,7 +112,7 @@ def to_source(
 
 @dataclass
 class _TPBench(Task):
-    """Fields: ``corpus`` (synthetic, sgd, multiwoz21), ``path`` (the official files: a .json or
+    """Fields: ``corpus`` (synthetic, sgd, multiwoz21, multiwoz22), ``path`` (the official files: a .json or
     .json.gz file, a folder or a zip), ``synthetic_dialogues`` (size of the generated corpus),
     ``first_fills`` (count a slot's first value as an update, not only revisions), ``probe_set``
     (``build``: kvx's construction; ``release``: the public release's probes from ``release_path``, a
@@ -147,8 +148,7 @@ class _TPBench(Task):
                 raise ConfigError(
                     f"task.{key} is set but task.probe_set=build: it needs task.probe_set=release"
                 )
-        if self.corpus not in CORPORA:
-            raise ConfigError(f"task.corpus={self.corpus!r} is not one of {list(CORPORA)}")
+        check_choice("task.corpus", self.corpus, CORPORA)
         if self.corpus == "synthetic":
             if self.synthetic_dialogues < 1:
                 raise ConfigError(f"task.synthetic_dialogues={self.synthetic_dialogues} must be >= 1")
