@@ -62,16 +62,67 @@ from kvx.importers import (
     unknown_nulls,
     unknown_summary,
 )
+from kvx.tasks.tpbench import text
 
 NAME = "tpbench"
-#: the reader of every answer under results/main and results/p1_saved (README: "Main Llama P1/P2")
+#: the reader of every Llama answer (README: "Main Llama P1/P2", "Llama P3 and paired deletion")
 READER = "meta-llama/Llama-3.1-8B-Instruct"
-#: release folder -> (kvx task, the release's probe_type in it)
-FOLDERS = {"p1_saved": ("tpbench_p1", "P1"), "main": ("tpbench_p2", "P3")}
-SCORED = re.compile(
-    r"^(?:(?P<press>chunkkv)_)?(?P<dataset>sgd|mw)_r(?P<budget>\d+)(?:_s(?P<seed>\d+))?(?P<tag>_p3)?_scored\.jsonl$"
+#: the replication reader (README: "Mistral P2", "Mistral P3"; paper §6.5.1)
+MISTRAL = "mistralai/Mistral-7B-Instruct-v0.3"
+#: the seed of the deletion runs (paper Table 11: "on the seed-42 P2 sets"; the file name has none)
+DELETION_SEED = 42
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One kind of scored file of the release: where it lies, how it is named, what it holds."""
+
+    folder: str  # under results/
+    pattern: re.Pattern[str]  # groups: dataset, budget, seed, press, reader (each optional)
+    task: str
+    probe_type: str  # the release's serialized probe type
+    #: cell fields the release's README gives this run (its reader settings where they set it apart)
+    fields: tuple[tuple[str, Any], ...] = ()
+
+
+LAYOUTS = (
+    Layout(
+        "p1_saved",
+        re.compile(r"^(?P<dataset>sgd|mw)_r(?P<budget>\d+)_s(?P<seed>\d+)_scored\.jsonl$"),
+        "tpbench_p1",
+        "P1",
+    ),
+    Layout(  # the p3 tag is the paper's P2; ChunkKV's file names no seed
+        "main",
+        re.compile(
+            r"^(?:(?P<press>chunkkv)_)?(?P<dataset>sgd|mw)_r(?P<budget>\d+)(?:_s(?P<seed>\d+))?_p3_scored\.jsonl$"
+        ),
+        "tpbench_p2",
+        "P3",
+    ),
+    Layout(  # Mistral's P2 (paper Tables 17, 24's Mistral columns)
+        "diagnostics/mistral_128",
+        re.compile(r"^(?P<dataset>sgd|mw)_r(?P<budget>\d+)_s(?P<seed>\d+)_p3_scored\.jsonl$"),
+        "tpbench_p2",
+        "P3",
+    ),
+    Layout(  # the paper's P3 (serialized P1_LATE), Llama, Mistral and ChunkKV (on Llama), r = 0.30
+        "diagnostics/update_evidence",
+        re.compile(
+            r"^p3_(?P<dataset>sgd|multiwoz)_s(?P<seed>\d+)_scored_(?P<reader>llama|mistral|chunkkv)\.jsonl$"
+        ),
+        "tpbench_p3",
+        "P1_LATE",
+    ),
+    Layout(  # the paired deletions (paper Tables 11-13), both corpora in one file, 128 output tokens
+        "diagnostics/update_evidence",
+        re.compile(r"^p2_scored_(?P<reader>llama)\.jsonl$"),
+        "tpbench_p2",
+        "P3",
+        (("max_new_tokens", 128),),
+    ),
 )
-#: file-name dataset -> kvx corpus (the paper's MultiWOZ is 2.2)
+#: file-name (or row) dataset -> kvx corpus (the paper's MultiWOZ is 2.2)
 CORPORA = {"sgd": "sgd", "mw": "multiwoz22"}
 FULL = "full_context"
 #: release method -> kvx turn selector (RESULTS_MAP.md: earliest turns is first_n, random selection
@@ -86,18 +137,36 @@ SELECTORS = {
     "llmlingua2_cache": "llmlingua2",
     "first_user_recent": "first_user_recent",
 }
+#: release deletion condition -> kvx ``transform.which`` (README: ``s_origin`` is the update turn,
+#: ``s_transition_support`` the update and answer-bearing turns; ``control_*`` their matched controls)
+DELETIONS = {
+    "cf_origin_minus_origin": "update",
+    "cf_origin_minus_control_origin": "update_control",
+    "cf_origin_minus_transition_support": "answers",
+    "cf_origin_minus_control_support": "answers_control",
+}
 #: release method -> kvx press (ChunkKV through kvpress, keeping the file's fraction of the cache)
 PRESSES = {re.compile(r"^chunkkv_r\d+_kvpress$"): "chunkkv"}
 #: kvx task -> (strict field, loose field, the release scorer that wrote them)
 SCORES = {
     "tpbench_p1": ("p1_correct", "p1_correct_loose", "scripts/scorer/scorer_p1.py"),
     "tpbench_p2": ("p3_correct", "p3_correct_loose", "scripts/scorer/scorer_p3.py"),
+    "tpbench_p3": ("p3_joint_strict", "p3_joint_loose", "scripts/scorer/scorer_paper_p3.py"),
 }
+#: kvx task -> the strict mean in the release's ``*_aggregate.json``
+MEANS = {"tpbench_p1": "p1_em_strict", "tpbench_p2": "p3_em_strict", "tpbench_p3": "p3_joint_strict"}
 #: further release score fields -> kvx metric, taken when the row has them
 EXTRA_METRICS = {
     "p1_token_f1": "f1",
     "p3_overlap_strict": "overlap_strict",
     "p3_overlap_loose": "overlap_loose",
+    # paper P3 (scorer_paper_p3.py: segment-local; scorer_p1_late.py: the whole-field sensitivity)
+    "p3_goal_correct": "goal",
+    "p3_value_strict": "value_strict",
+    "p3_value_loose": "value_loose",
+    "p3_segment_parse": "segments_parsed",
+    "p1late_combined_strict": "whole_strict",
+    "p1late_combined": "whole_loose",
 }
 
 #: why a field every imported record leaves null is unknown
@@ -172,10 +241,25 @@ class ScoredFile:
     task: str
     probe_type: str
     corpus: str
-    dataset: str
-    budget: float  # the fraction of turns (or of the cache) kept
+    dataset: str  # sgd | mw: the rows read (a deletion file holds both, read once for each)
+    budget: float | None  # the fraction of turns (or of the cache) kept; None for the deletions
     seed: int | None
     chunkkv: bool
+    reader: str  # llama | mistral
+    fields: dict[str, Any] = field(default_factory=dict)  # the run's own cell fields (Layout.fields)
+
+    @property
+    def stem(self) -> str:
+        """The folder of its records: the file's name, with the corpus when the file holds two."""
+        name = self.path.name.removesuffix(".jsonl").replace("_scored", "")
+        folder = self.path.parent.name  # the Mistral runs reuse the main files' names
+        name = name if folder in ("main", "p1_saved", "update_evidence") else f"{folder}_{name}"
+        return f"{name}_{self.dataset}" if self.budget is None else name
+
+    @property
+    def run(self) -> tuple:
+        """What sets one run's full-context answers apart from another's (reader, settings)."""
+        return (self.task, self.corpus, self.reader, tuple(sorted(self.fields.items())))
 
 
 @dataclass
@@ -199,39 +283,54 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # ----------------------------------------------------------------------------------------------- reading
 
 
+def _scored_file(file: Path, layout: Layout, match: re.Match[str], dataset: str) -> ScoredFile:
+    groups = match.groupdict()
+    budget, seed, reader = groups.get("budget"), groups.get("seed"), groups.get("reader")
+    deletion = "budget" not in layout.pattern.groupindex and layout.task == "tpbench_p2"
+    if deletion:
+        seed = str(DELETION_SEED)
+    return ScoredFile(
+        file,
+        layout.task,
+        layout.probe_type,
+        CORPORA[dataset],
+        dataset,
+        None if deletion else 0.3 if budget is None else int(budget) / 100,  # P3 ran at r = 0.30 only
+        None if seed is None else int(seed),
+        bool(groups.get("press")) or reader == "chunkkv",
+        "mistral" if reader == "mistral" else "llama",
+        dict(layout.fields),
+    )
+
+
 def locate(path: Path) -> tuple[list[ScoredFile], list[str]]:
     """The release's scored answer files (and the names of files in its folders that are not)."""
     if not path.exists():
         raise BadInput(f"{path}: no such file or directory")
     if not path.is_dir():
         raise BadInput(f"{path} is not a folder (give the TPBench repository or its results/ folder)")
-    found, skipped = [], []
+    found: list[ScoredFile] = []
+    skipped: list[str] = []
     for base in (path / "results", path):
-        for folder, (task, probe_type) in FOLDERS.items():
-            for file in sorted((base / folder).glob("*_scored.jsonl")):
-                match = SCORED.match(file.name)
-                if match is None or (folder == "main") != bool(match["tag"]):
+        for folder in dict.fromkeys(layout.folder for layout in LAYOUTS):
+            layouts = [layout for layout in LAYOUTS if layout.folder == folder]
+            for file in sorted((base / folder).glob("*_scored*.jsonl")):
+                hits = [(layout, m) for layout in layouts if (m := layout.pattern.match(file.name))]
+                if not hits:
                     skipped.append(file.relative_to(path).as_posix())
                     continue
-                seed = match["seed"]
-                found.append(
-                    ScoredFile(
-                        file,
-                        task,
-                        probe_type,
-                        CORPORA[match["dataset"]],
-                        match["dataset"],
-                        int(match["budget"]) / 100,
-                        None if seed is None else int(seed),
-                        bool(match["press"]),
+                layout, match = hits[0]
+                named = match.groupdict().get("dataset")
+                for dataset in [named] if named else list(CORPORA):
+                    found.append(
+                        _scored_file(file, layout, match, "mw" if dataset == "multiwoz" else dataset)
                     )
-                )
         if found:
             break
     if not found:
         raise BadInput(
-            f"{path} is not a TPBench release: no results/main/*_p3_scored.jsonl or "
-            "results/p1_saved/*_scored.jsonl"
+            f"{path} is not a TPBench release: no results/main/*_p3_scored.jsonl, "
+            "results/p1_saved/*_scored.jsonl or other scored answer file of the release"
         )
     return found, skipped
 
@@ -262,15 +361,18 @@ def _flag(row: dict[str, Any], name: str, where: str, default: int | None = None
 
 
 def method_of(name: Any, where: str) -> tuple[str, str]:
-    """(kind, kvx name) of a release method: ("full", ""), ("turns", selector) or ("press", press)."""
+    """(kind, kvx name) of a release method: ("full", ""), ("turns", selector), ("press", press) or
+    ("delete", which turns)."""
     if name == FULL:
         return "full", ""
     if name in SELECTORS:
         return "turns", SELECTORS[name]
+    if name in DELETIONS:
+        return "delete", DELETIONS[name]
     for pattern, press in PRESSES.items():
         if isinstance(name, str) and pattern.match(name):
             return "press", press
-    known = [FULL, *SELECTORS]
+    known = [FULL, *SELECTORS, *DELETIONS]
     close = difflib.get_close_matches(str(name), known, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise BadInput(f"{where}: field 'method' is {name!r}, not a release method ({', '.join(known)}){hint}")
@@ -289,6 +391,12 @@ class Row:
     error: str  # the reader error ("" when none)
 
 
+def _dataset(name: Any) -> str:
+    """A row's dataset as the file names spell it: mw for any MultiWOZ, else sgd."""
+    text = str(name).lower()
+    return "mw" if "multi" in text or text.startswith("mw") else "sgd"
+
+
 @functools.lru_cache(maxsize=4)
 def labels_of(path: Path) -> dict[str, dict[str, Any]]:
     """The release's per-probe labels (``<dataset>_goal_labels.jsonl``) by probe id: the slot, old and
@@ -303,11 +411,12 @@ def read_file(scored: ScoredFile) -> list[Row]:
     the probe's slot and values joined from the release's labels where the folder has them."""
     strict, loose, _ = SCORES[scored.task]
     dataset = "sgd" if scored.dataset == "sgd" else "multiwoz"
-    labels = labels_of(
-        scored.path.parents[1] / "diagnostics" / "update_evidence" / f"{dataset}_goal_labels.jsonl"
-    )
+    results = scored.path.parents[1 if scored.path.parent.name in ("main", "p1_saved") else 2]
+    labels = labels_of(results / "diagnostics" / "update_evidence" / f"{dataset}_goal_labels.jsonl")
     out, seen = [], {}
     for lineno, row in rows_of(scored.path):
+        if scored.budget is None and _dataset(row.get("dataset")) != scored.dataset:
+            continue  # a deletion file holds both corpora: this pass reads one
         label = labels.get(str(row.get("dialogue_id")), {})
         for name in ("slot", "old_value", "new_value"):
             if name not in row and isinstance(label.get(name), str):
@@ -321,8 +430,7 @@ def read_file(scored: ScoredFile) -> list[Row]:
                 f"{where}: field 'probe_type' is {row.get('probe_type')!r}, expected {scored.probe_type!r} "
                 f"in {scored.path.parent.name}/"
             )
-        dataset = str(row.get("dataset", scored.dataset)).lower()
-        if ("multi" in dataset or dataset.startswith("mw")) != (scored.dataset == "mw"):
+        if _dataset(row.get("dataset", scored.dataset)) != scored.dataset:
             raise BadInput(f"{where}: field 'dataset' is {row.get('dataset')!r} in a {scored.dataset} file")
         kind, kvx = method_of(row.get("method"), where)
         key = (probe, row["method"])
@@ -356,11 +464,26 @@ def _text(value: Any) -> str | None:
 
 
 def gold_of(row: dict[str, Any], task: str) -> str | None:
+    """The reference: P1's goal sentence, P2's value, P3's ``<goal>; <value>`` (its two parts)."""
+    if task == "tpbench_p3":
+        goal, value = _text(row.get("gold_story_label")), _text(row.get("gold_value"))
+        return f"{goal}; {value}" if goal is not None and value is not None else None
     return _text(row.get("gold" if task == "tpbench_p1" else "gold_value"))
 
 
-def answer_of(row: Row, task: str, full: bool) -> Answer:
-    """The release's answer with its own scores (strict is the record's score and correctness)."""
+def superseded(raw: dict[str, Any], corpus: str) -> float | None:
+    """P2: the answer is the value the user replaced (paper Table 13: "old value uses normalized exact
+    matching against the replaced value"); None when the release's labels give no old value."""
+    old, new, answer = _text(raw.get("old_value")), _text(raw.get("gold_value")), _text(raw.get("pred_value"))
+    if old is None or new is None:
+        return None
+    given = "" if _flag(raw, "abstain", "") else (answer or "")
+    return float(text.same_value(given, old, corpus) and not text.alias_equivalent(old, new, corpus))
+
+
+def answer_of(row: Row, task: str, corpus: str, full: bool) -> Answer:
+    """The release's answer with its own scores (strict is the record's score and correctness); P2's
+    ``superseded`` from the release's labels where they give the replaced value."""
     strict_name, loose_name, scorer = SCORES[task]
     raw = row.raw
     strict = _flag(raw, strict_name, "")
@@ -375,6 +498,9 @@ def answer_of(row: Row, task: str, full: bool) -> Answer:
         value = raw.get(name)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             metrics[metric] = float(value)
+    replaced = superseded(raw, corpus) if task == "tpbench_p2" else None
+    if replaced is not None:
+        metrics["superseded"] = replaced
     details: dict[str, Any] = {
         "dialogue_id": row.probe.split("__qa_")[0],
         "release_probe_id": row.probe,
@@ -419,16 +545,25 @@ class Converter:
     written: dict[str, dict[str, Any]] = field(default_factory=dict)
     files: dict[Path, int] = field(default_factory=dict)  # release file read -> its rows
     checks: list[str] = field(default_factory=list)  # differences from the release's aggregates
-    #: (task, corpus, seed, budget) -> probe id -> control
+    #: (run, seed, budget) -> probe id -> control
     controls: dict[tuple, dict[str, Control]] = field(default_factory=dict)
     #: split -> probe -> (ledger entry, the file it came from)
     ledgers: dict[str, dict[str, tuple[dict[str, Any], str]]] = field(default_factory=dict)
     #: full_context answers of one probe and seed that differ between two budgets' files
     conflicts: list[str] = field(default_factory=list)
 
+    def reader_of(self, scored: ScoredFile) -> str:
+        return MISTRAL if scored.reader == "mistral" else self.reader
+
     def split_of(self, scored: ScoredFile, seed: int | None) -> str:
-        payload = {"origin": NAME, "task": scored.task, "corpus": scored.corpus, "reader": self.reader}
-        return digest(payload | {"seed": seed}, 64)
+        """One control group per run and seed: task, corpus, reader and the run's own settings."""
+        payload = {
+            "origin": NAME,
+            "task": scored.task,
+            "corpus": scored.corpus,
+            "reader": self.reader_of(scored),
+        }
+        return digest(payload | scored.fields | {"seed": seed}, 64)
 
     def read_controls(self, scored: ScoredFile, rows: list[Row], seed: int) -> dict[str, Control]:
         """The file's full_context answers, written to its control ledger; references from any row."""
@@ -448,8 +583,8 @@ class Converter:
                     None, f"its full_context answer is a reader error ({row.error})", refs
                 )
             else:
-                controls[row.probe] = Control(answer_of(row, scored.task, True), "", refs)
-        known = self.controls.setdefault((scored.task, scored.corpus, seed, scored.budget), {})
+                controls[row.probe] = Control(answer_of(row, scored.task, scored.corpus, True), "", refs)
+        known = self.controls.setdefault((scored.run, seed, scored.budget), {})
         for probe, control in controls.items():
             known.setdefault(probe, control)  # a seedless file never replaces its seed's controls
         ledger = self.ledgers.setdefault(self.split_of(scored, seed), {})
@@ -478,9 +613,8 @@ class Converter:
             return scored.seed
         seeds = [
             seed
-            for (task, corpus, seed, budget), controls in self.controls.items()
-            if (task, corpus, budget) == (scored.task, scored.corpus, scored.budget)
-            and probes <= set(controls)
+            for (run, seed, budget), controls in self.controls.items()
+            if (run, budget) == (scored.run, scored.budget) and probes <= set(controls)
         ]
         return seeds[0] if len(seeds) == 1 else None
 
@@ -489,10 +623,10 @@ class Converter:
         self.files[scored.path] = len(rows)
         self._check_aggregate(scored, rows)
         seed = self.seed_of(scored, {r.probe for r in rows})
-        key = (scored.task, scored.corpus, seed, scored.budget)
-        if seed is not None and (scored.seed is not None or any(r.kind == "full" for r in rows)):
+        key = (scored.run, seed, scored.budget)
+        if seed is not None and any(r.kind == "full" for r in rows):
             controls = self.read_controls(scored, rows, seed)
-        else:  # a seedless file without full-context answers pairs with its seed's file
+        else:  # a file without full-context answers (ChunkKV) pairs with its seed's file of the run
             controls = self.controls.get(key, {}) if seed is not None else {}
             self.counts.unused_controls += sum(r.kind == "full" for r in rows)
         for row in rows:
@@ -500,13 +634,14 @@ class Converter:
                 self.convert(scored, seed, row, controls.get(row.probe))
 
     def convert(self, scored: ScoredFile, seed: int | None, row: Row, control: Control | None) -> None:
-        task, budget = scored.task, scored.budget
+        task, budget, reader = scored.task, scored.budget, self.reader_of(scored)
         fields: dict[str, Any] = {
             "origin": NAME,
             "task": task,
             "task.corpus": scored.corpus,
-            "reader": self.reader,
+            "reader": reader,
             "seed": seed,
+            **scored.fields,
         }
         params: dict[str, Any] = {"release_method": row.method, "release_budget": budget}
         if row.kind == "turns":
@@ -518,6 +653,10 @@ class Converter:
             }
             setting = {"kind": "none", "value": None, "ratio": 0.0, "retained_share": 1.0}
             at = f"turns={budget:g}"
+        elif row.kind == "delete" or budget is None:
+            fields |= {"press": "none", "transform": "delete_turns", "transform.which": row.kvx}
+            setting = {"kind": "none", "value": None, "ratio": 0.0, "retained_share": 1.0}
+            at = f"delete={row.kvx}"
         else:
             ratio = round(1.0 - budget, 6)
             fields |= {"press": row.kvx, "transform": "none"}
@@ -528,9 +667,9 @@ class Converter:
         if fields.get("press") == "chunkkv":  # the paper's ChunkKV: over SnapKV, window 64, kernel 5 (§6.4)
             fields |= {"press.base": "snapkv", "press.base.window_size": 64, "press.base.kernel_size": 5}
         compressor = row.kvx if row.kind == "press" else "none"
-        name = row.kvx if row.kind == "press" else f"turns:{row.kvx}"
+        name = {"press": row.kvx, "delete": "delete_turns"}.get(row.kind, f"turns:{row.kvx}")
         seed_label = "unknown" if seed is None else seed
-        key = f"{task}/{row.probe}/{self.reader}@unknown/{name}/{at}/seed={seed_label}/{cell_id}"
+        key = f"{task}/{row.probe}/{reader}@unknown/{name}/{at}/seed={seed_label}/{cell_id}"
         references = control.references if control else None
         if references is None and gold_of(row.raw, task) is not None:
             references = [gold_of(row.raw, task)]  # type: ignore[list-item]
@@ -541,7 +680,7 @@ class Converter:
             task=task,
             source_id=row.probe,
             references=references,
-            reader=self.reader,
+            reader=reader,
             model_revision=None,
             compressor=compressor,
             seed=seed,
@@ -560,10 +699,12 @@ class Converter:
             why = control.problem if control else "no seed's full_context answers hold this probe"
             record.fail(ERROR, f"no FullCache control: {why}")
             self.counts.no_control += 1
+            if not row.error:  # the release scored it: kept for the paper's rule (an error is wrong)
+                record.provenance["unpaired_answer"] = answer_of(row, task, scored.corpus, False).to_dict()  # type: ignore[index]
         elif row.error:
             record.fail(ERROR, f"reader error in the release: {row.error}")
         else:
-            record.pair(control.answer, answer_of(row, task, False))
+            record.pair(control.answer, answer_of(row, task, scored.corpus, False))
         release = {
             "file": scored.path.name,
             "line": row.line,
@@ -581,14 +722,15 @@ class Converter:
         data = record.to_dict()
         if set(unknown_fields(data)) != set(record.provenance["unknown"]):  # type: ignore[index]
             raise RuntimeError(f"{key}: unknown fields and their reasons disagree")  # an importer bug
-        self.emit(data, scored, f"{task} {scored.corpus} seed={seed_label} {row.method} r={budget:g}")
+        at = "deletion" if budget is None else f"r={budget:g}"
+        self.emit(data, scored, f"{task} {scored.corpus} {reader} seed={seed_label} {row.method} {at}")
 
     def emit(self, data: dict[str, Any], scored: ScoredFile, cell: str) -> None:
         """Each release file's records in a folder of their own: the aggregate checks each folder as
         one sweep (every cell over every source), and the release ran each file as one."""
         if not is_valid(data):  # an importer bug: every field was checked on reading
             validate(data)  # raises jsonschema's explanation
-        name = f"{scored.path.name.removesuffix('_scored.jsonl')}/{data['task']}{RECORDS_SUFFIX}"
+        name = f"{scored.stem}/{data['task']}{RECORDS_SUFFIX}"
         if name not in self.writers:
             (self.out / name).parent.mkdir(exist_ok=True)
             self.writers[name] = JsonlGzWriter(self.out / name)
@@ -602,7 +744,8 @@ class Converter:
 
     def _check_aggregate(self, scored: ScoredFile, rows: list[Row]) -> None:
         """The release's per-method n and strict mean (errors counted as 0, its rule) against the rows."""
-        path = scored.path.with_name(scored.path.name.replace("_scored.jsonl", "_aggregate.json"))
+        name = scored.path.name.replace("_scored", "_aggregate").removesuffix(".jsonl") + ".json"
+        path = scored.path.with_name(name)
         if not path.is_file():
             return
         try:
@@ -610,9 +753,11 @@ class Converter:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise BadInput(f"{path}: not readable JSON ({exc})") from exc
         self.files[path] = 0
+        corpora = {"sgd": "sgd", "mw": "multiwoz"}
+        if isinstance(stated, dict) and corpora[scored.dataset] in stated:  # the deletions: one per corpus
+            stated = stated[corpora[scored.dataset]]
         stated = next(iter(stated.values())) if len(stated) == 1 and FULL not in stated else stated
-        strict = SCORES[scored.task][0]
-        mean_name = strict.replace("_correct", "_em_strict")
+        strict, mean_name = SCORES[scored.task][0], MEANS[scored.task]
         by_method: dict[str, list[int]] = {}
         for row in rows:
             by_method.setdefault(row.method, []).append(0 if row.error else int(row.raw[strict]))
@@ -709,7 +854,7 @@ def run(args: argparse.Namespace) -> int:
     with staged(out) as tmp:
         conv = Converter(tmp, args.reader, f"{NAME}:{args.path.resolve().name}")
         try:
-            for file in sorted(scored, key=lambda f: f.seed is None):  # seeded files first: their controls
+            for file in sorted(scored, key=lambda f: (f.seed is None, f.chunkkv)):  # controls first
                 conv.convert_file(file)
         finally:
             for writer in conv.writers.values():

@@ -226,6 +226,7 @@ def test_layout_and_counts(imported: tuple[Path, int]) -> None:
     assert manifest["scorers"] == {
         "tpbench_p1": "scripts/scorer/scorer_p1.py",
         "tpbench_p2": "scripts/scorer/scorer_p3.py",
+        "tpbench_p3": "scripts/scorer/scorer_paper_p3.py",
     }
     assert set(manifest["unknown"]) == {
         "model_revision",
