@@ -2,8 +2,9 @@
 
 Runs on a clone of github.com/ChosenQC/KVDiagnosis named by ``KVX_KVDIAGNOSIS_RELEASE`` (skipped
 without one): ``python -m kvx.importers kvdiagnosis`` then ``python -m kvx.aggregate --records``, and
-every number below is the paper's, copied from its Tables 3, 11 and 12 and the §4 text of Figure 4A
-as printed (rounded as printed). The release's large RULER ``selected_failures/`` files are not needed.
+every number below is the paper's, copied from its Tables 3, 11 and 12 and from its §5 text (Figures 4A,
+7 and 8, RULER-16K's ThinK and QuantizedCache drift), rounded as printed. The release's large RULER
+``selected_failures/`` files are not needed.
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ def tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pd.DataFrame]:
     work = tmp_path_factory.mktemp("kvdiagnosis-release")
     assert import_release(["kvdiagnosis", str(root), "--out", str(work / "imported")]) == 0
     assert aggregate(["--records", str(work / "imported"), "--out", str(work / "agg")]) == 0
-    names = ("kvd_accounting", "matrix", "kvd_tiers", "kvd_corpus")
+    names = ("kvd_accounting", "matrix", "kvd_tiers", "kvd_corpus", "kvd_workload_categories")
+    names += ("kvd_modal_categories", "kvd_cases")
     return {name: pd.read_csv(work / "agg" / f"{name}.csv", dtype={"setting": str}) for name in names}
 
 
@@ -153,3 +155,36 @@ def test_table12_ruler8k_tiers(tables: dict[str, pd.DataFrame]) -> None:
     corpus = tables["kvd_corpus"]
     rows = corpus[(corpus.workload == "ruler8k") & (corpus.item == "tier")]
     assert dict(zip(rows.group, rows.rows, strict=True)) == TABLE12
+
+
+def test_figure7_low_or_partial_coverage_on_qa(tables: dict[str, pd.DataFrame]) -> None:
+    """§5.3: "212/327 Qasper failures (64.8%) and 535/827 HotpotQA failures (64.7%)"."""
+    shares = tables["kvd_workload_categories"].set_index(["workload", "category"])
+    for workload, printed in {"qasper": (212, 327, 64.8), "hotpotqa": (535, 827, 64.7)}.items():
+        low = shares.loc[(workload, "low_mapped_coverage")]
+        partial = shares.loc[(workload, "partial_mapped_coverage")]
+        rows = int(low.rows + partial.rows)
+        assert (rows, int(low.n_cw), pct(rows / low.n_cw)) == printed
+
+
+def test_ruler16k_drift_of_structural_methods(tables: dict[str, pd.DataFrame]) -> None:
+    """§5.3: ThinK at 50% flips all 951 with mean ΔNLL 7.958 and GPR 0.015; QuantizedCache at 2b flips
+    883 of 951 with ΔNLL 2.230 and GPR 0.260."""
+    cells = tables["kvd_modal_categories"]
+    ruler16k = cells[cells.workload == "ruler16k"].set_index(["compressor", "setting"])
+    for key, printed in {
+        ("think", "0.5"): (951, 7.958, 0.015),
+        ("hqq[bits=2]", "-"): (883, 2.230, 0.260),
+    }.items():
+        row = ruler16k.loc[key]
+        assert (int(row.n_cw), round(row.delta_nll_mean, 3), round(row.gpr_mean, 3)) == printed
+
+
+def test_figure8_qasper_case(tables: dict[str, pd.DataFrame]) -> None:
+    """§5.3 and Figure 8: the Qasper case is ThinK at 50% with ΔNLL 15.435."""
+    cases = tables["kvd_cases"]
+    case = cases[
+        (cases.task == "qasper") & (cases.category == "structural_position_drift") & (cases["rank"] == 1)
+    ]
+    row = case.iloc[0]
+    assert (row.compressor, row.setting, round(row.delta_nll, 3)) == ("think", "0.5", 15.435)
