@@ -5,6 +5,11 @@ writes every P2 candidate with each rule's verdict, one JSON line each (docs/tpb
     python -m kvx.tasks.tpbench --corpus sgd --path dstc8-schema-guided-dialogue/train --seeds 42 43 44
     python -m kvx.tasks.tpbench --corpus sgd --path dstc8-schema-guided-dialogue/train --pool-out pool.jsonl
     python -m kvx.tasks.tpbench --corpus sgd --release TPBench   # the release's own probe sets
+    python -m kvx.tasks.tpbench --corpus sgd --path dstc8-schema-guided-dialogue/train --leak-audit
+
+``--leak-audit`` prints §4's correction-cue audit instead (``kvx.tasks.tpbench.leak_audit``): per seed,
+how often a user-side correction cue occurs in the evaluated P2 examples and in the rest of the
+final-update pool.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import sys
 from pathlib import Path
 
 from kvx.core.errors import ConfigError
+from kvx.tasks.tpbench import leak_audit
 from kvx.tasks.tpbench.probes import candidates
 from kvx.tasks.tpbench.task import CORPORA, CurrentValue, GoalAndLateUpdate, InitialGoal, dialogues
 
@@ -40,9 +46,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--release", default=None, help="count the public release's probe sets instead (a TPBench clone)"
     )
+    parser.add_argument(
+        "--leak-audit",
+        action="store_true",
+        help="print the correction-cue audit of the P2 samples (paper section 4) instead of the counts",
+    )
     args = parser.parse_args(argv)
     rows = []
     try:
+        if args.leak_audit:
+            return _leak_audit(args)
         if args.pool_out and not Path(args.pool_out).resolve().parent.is_dir():
             raise ConfigError(f"--pool-out={args.pool_out!r}: its folder does not exist")
         if args.release and args.pool_out:
@@ -79,6 +92,41 @@ def main(argv: list[str] | None = None) -> int:
         cells = " | ".join(str(r["counts"].get(k, "")) for k in keys)
         print(f"| {r['probe']} | {r['seed']} | {cells} | {r['examples']} |")
     return 0
+
+
+def _leak_audit(args: argparse.Namespace) -> int:
+    """The correction-cue audit of every seed, as a table or JSON lines (raises ConfigError)."""
+    for flag, value in (("--pool-out", args.pool_out), ("--wanted", args.wanted)):
+        if value:
+            raise ConfigError(f"{flag} does not go with --leak-audit (it audits the release's P2 draw)")
+    task = PROBES["p2"](
+        corpus=args.corpus,
+        path=args.path,
+        first_fills=args.first_fills,
+        **({"probe_set": "release", "release_path": args.release} if args.release else {}),
+    )
+    task.validate()
+    if args.release:
+        audits = [leak_audit.from_release(args.release, args.corpus, args.n, s) for s in args.seeds]
+    else:
+        corpus = dialogues(args.corpus, args.path, task.synthetic_dialogues)
+        audits = [leak_audit.built(corpus, args.corpus, args.n, s, args.first_fills) for s in args.seeds]
+    if args.json:
+        print("\n".join(json.dumps(a.row()) for a in audits))
+        return 0
+    print(f"{args.corpus}: correction cues in the evaluated P2 examples vs the rest of the final-update pool")
+    print("\n| seed | evaluated | with a cue | rate | rest | with a cue | rate | gap (pp) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for a in audits:
+        print(
+            f"| {a.seed} | {a.evaluated} | {a.evaluated_cue} | {_share(a.evaluated_rate)} | {a.rest} | "
+            f"{a.rest_cue} | {_share(a.rest_rate)} | {'' if a.gap_pp is None else f'{a.gap_pp:+.1f}'} |"
+        )
+    return 0
+
+
+def _share(rate: float | None) -> str:
+    return "" if rate is None else f"{100 * rate:.1f}%"
 
 
 def _write_pool(path: str, rows: list[dict]) -> None:
