@@ -15,11 +15,13 @@ from kvx.aggregate.options import Options
 from kvx.aggregate.ragscale.audit import AuditTables, audit, with_families
 from kvx.aggregate.ragscale.controls import AuditControls
 from kvx.aggregate.ragscale.draws import audit_draws as draws_of
+from kvx.aggregate.ragscale.endpoint_scores import endpoint_scores
 from kvx.aggregate.ragscale.outcomes import audit_changed as changed_of
 from kvx.aggregate.ragscale.outcomes import audit_slices as slices_of
 from kvx.aggregate.ragscale.outcomes import first_changed, with_outcomes
 from kvx.aggregate.ragscale.predictive import predictive_audit
 from kvx.aggregate.ragscale.settings import from_options
+from kvx.aggregate.ragscale.shortlist import shortlist
 from kvx.aggregate.ragscale.swap import swapped
 from kvx.aggregate.read.problems import Problem
 
@@ -124,6 +126,18 @@ def panel_tables(audit_run: AuditRun, options: Options, problems: list[Problem])
     found["audit_pairs"] = with_outcomes(found["audit_pairs"], options.retention_alert)
     problems.extend(audit_run.audited.problems)
     return found
+
+
+@table("audit_endpoints", "audit")
+def audit_endpoints(audit_readers: pd.DataFrame, audit_pairs: pd.DataFrame) -> pd.DataFrame:
+    """ragscale Figure 1's numbers: the endpoint readers' own scores and gains beside their upgrade."""
+    return endpoint_scores(audit_readers, audit_pairs)
+
+
+@table("audit_shortlist", "audit")
+def audit_shortlist(audit_readers: pd.DataFrame) -> pd.DataFrame:
+    """ragscale Figure 3 (right): the raw top three's winner under raw and compressed evidence."""
+    return shortlist(audit_readers)
 
 
 @table("audit_slices", "audit")
