@@ -95,7 +95,7 @@ def tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pd.DataFrame]:
     assert import_release(["kvdiagnosis", str(root), "--out", str(work / "imported")]) == 0
     assert aggregate(["--records", str(work / "imported"), "--out", str(work / "agg")]) == 0
     names = ("kvd_accounting", "matrix", "kvd_tiers", "kvd_corpus", "kvd_workload_categories")
-    names += ("kvd_modal_categories", "kvd_cases")
+    names += ("kvd_modal_categories", "kvd_cases", "kvd_pyramidkv_release")
     return {name: pd.read_csv(work / "agg" / f"{name}.csv", dtype={"setting": str}) for name in names}
 
 
@@ -188,3 +188,17 @@ def test_figure8_qasper_case(tables: dict[str, pd.DataFrame]) -> None:
     ]
     row = case.iloc[0]
     assert (row.compressor, row.setting, round(row.delta_nll, 3)) == ("think", "0.5", 15.435)
+
+
+def test_table5_pyramidkv_pair_hashes(tables: dict[str, pd.DataFrame]) -> None:
+    """Table 5: each representative pair's index and output hash prefixes, identical across the labels."""
+    audit = tables["kvd_pyramidkv_release"]
+    pairs = audit[audit.kind == "pair"].set_index(["dataset", "sample", "kv"])
+    printed = {
+        ("ruler8k", "cwe_000000", "75%"): ("514e8b39ca", "d1626650b9"),
+        ("ruler16k", "cwe_000000", "50%"): ("07e043e559", "900b8707ae"),
+        ("qasper_hotpotqa", "hotpotqa_000000", "25%"): ("2b930b7d86", "acc60cc7bd"),
+    }
+    for key, hashes in printed.items():
+        row = pairs.loc[key]
+        assert (row.index_hash, row.output_hash, bool(row.equal)) == (*hashes, True)
