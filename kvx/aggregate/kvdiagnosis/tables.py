@@ -8,8 +8,11 @@ import pandas as pd
 
 from kvx.aggregate.catalogue import Section, intermediate, table, tables
 from kvx.aggregate.kvdiagnosis import workloads
+from kvx.aggregate.kvdiagnosis.fidelity import delta_nll
 from kvx.aggregate.kvdiagnosis.intervention import intervention as intervention_of
 from kvx.aggregate.kvdiagnosis.intervention_cohort import intervention_cohort as cohort_of
+from kvx.aggregate.kvdiagnosis.jaccard import workload_jaccard
+from kvx.aggregate.kvdiagnosis.qa_pool import qa_tiers
 from kvx.aggregate.kvdiagnosis.release import kvdiagnosis_release_tables
 from kvx.aggregate.options import Options
 from kvx.aggregate.read.release_tables import ReleaseTables, release_tables
@@ -63,6 +66,26 @@ def kvd_accounting(workload_rows: pd.DataFrame) -> pd.DataFrame:
 def kvd_tiers(workload_rows: pd.DataFrame) -> pd.DataFrame:
     """Figure 4A, Figure 10 (left), Appendix D."""
     return workloads.tiers(workload_rows)
+
+
+@table("kvd_qa_tiers", "kvdiagnosis")
+def kvd_qa_tiers(kvd_tiers: pd.DataFrame) -> pd.DataFrame | None:
+    """Figure 9A: Qasper and HotpotQA pooled, ThinK left out."""
+    return qa_tiers(kvd_tiers)
+
+
+@table("kvd_jaccard", "kvdiagnosis")
+def kvd_jaccard(workload_rows: pd.DataFrame) -> pd.DataFrame:
+    """Figures 4B and 9C: failure-set Jaccard per workload and tier."""
+    return workload_jaccard(workload_rows)
+
+
+@table("kvd_delta_nll", "kvdiagnosis")
+def kvd_delta_nll(
+    workload_rows: pd.DataFrame, metrics: list[Metric], options: Options
+) -> pd.DataFrame | None:
+    """RQ4 (§5.5): failure-row ΔNLL per method, pooled over its settings."""
+    return delta_nll(workload_rows, metrics, options.n_boot, options.seed)
 
 
 @table("kvd_task_failures", "kvdiagnosis")

@@ -1,7 +1,8 @@
 """KVDiagnosis's per-workload figures from the ``kvd_*`` tables: Figure 4A (C→W rate by workload and
-setting tier), Figure 5 (C→W rows by task and method), Figure 7 (category shares per workload, paired
-dots), Figure 10 (C→W rows by method and tier; by task) and Figure 11 (Table 14's diagnostics by method
-and setting).
+setting tier), Figures 4B and 9C (failure-set Jaccard by workload and tier), Figure 9A (pooled QA C→W
+rate by reader and tier), Figure 5 (C→W rows by task and method), Figure 7 (category shares per
+workload, paired dots), Figure 10 (C→W rows by method and tier; by task) and Figure 11 (Table 14's
+diagnostics by method and setting).
 
 Drawn with :mod:`kvx.aggregate.publish.plots`'s helpers, so undefined cells look the same (gray,
 hatched, "N/A"); each function takes one table and an output folder and returns the PNGs it wrote.
@@ -16,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from kvx.aggregate.catalogue import figure
+from kvx.aggregate.kvdiagnosis.jaccard import PAPER_PAIR
 from kvx.aggregate.kvdiagnosis.workloads import TIERS
 from kvx.aggregate.paired.matrix import NO_DIAGNOSTICS
 from kvx.aggregate.publish.plots import (
@@ -23,6 +25,7 @@ from kvx.aggregate.publish.plots import (
     EXTRA_COLORS,
     LINE_COLORS,
     MARKERS,
+    PANELS_PER_ROW,
     CellValue,
     category_order,
     cell_values,
@@ -39,6 +42,8 @@ from kvx.aggregate.publish.plots import (
 
 __all__ = [
     "category_dots",
+    "jaccard_tiers",
+    "qa_tier_lines",
     "settings_profile",
     "task_bars",
     "task_heatmap",
@@ -130,6 +135,78 @@ def tier_bars(tiers: pd.DataFrame, out: Path) -> list[Path]:
         ax.legend(fontsize=7, frameon=False)
         paths.append(save(fig, out / f"{slug('kvd-tier-bars', name, reader)}.png"))
     return paths
+
+
+def _jaccard(row: pd.Series) -> CellValue:
+    if is_missing(row["union"]):  # a method without supported records here: no failure set
+        return np.nan, "N/A\n(unsupported)"
+    counts = f"{count_text(row['intersection'])}/{count_text(row['union'])}"
+    value = row["jaccard"]
+    return (np.nan, f"N/A\n{counts}") if is_missing(value) else (float(value), f"{value:.2f}\n{counts}")
+
+
+@figure("kvd_jaccard_heatmap", "kvd_jaccard")
+def jaccard_tiers(jaccard: pd.DataFrame, out: Path) -> list[Path]:
+    """Figures 4B and 9C per reader: one panel per method pair (the paper's SnapKV–TOVA first), rows
+    workloads, columns tiers, each cell the Jaccard of the two C→W sets with |∩|/|∪| below it; a pair
+    with no failure set (unsupported, or 0/0) is N/A."""
+    if jaccard.empty:
+        return []
+    paths = []
+    for (reader,), group in groups_of(jaccard, ["reader"]):
+        group = group.assign(pair=group["method_a"].astype(str) + " vs " + group["method_b"].astype(str))
+        paper = " vs ".join(PAPER_PAIR)
+        pairs = sorted(first_seen(group["pair"]), key=lambda p: p != paper)
+        rows = first_seen(group["workload"])
+        cols = [TIER_LABELS[t] for t in TIERS]
+        ncols = min(len(pairs), PANELS_PER_ROW)
+        nrows = -(-len(pairs) // ncols)
+        fig, axes = new_figure(
+            ncols * (0.9 * len(cols) + 1.0) + 3.0, nrows * (0.4 * len(rows) + 1.4) + 1.0, ncols, nrows, rows
+        )
+        for i, (ax, pair) in enumerate(zip(axes, pairs, strict=False)):
+            panel = group[group["pair"] == pair]
+            cells = {(k[0], TIER_LABELS[k[1]]): v for k, v in cell_values(panel, "workload", "tier").items()}
+            heat(ax, cells, rows, cols, _jaccard, "viridis", (0.0, 1.0), "")
+            ax.set_title(pair, fontsize=9)
+            ax.tick_params(axis="x", labelsize=7)
+            if i % ncols:
+                ax.tick_params(labelleft=False)
+        for ax in axes[len(pairs) :]:
+            ax.set_visible(False)
+        fig.colorbar(axes[0].images[0], ax=axes, label="Jaccard", shrink=0.8)
+        fig.suptitle(f"Failure-set Jaccard by workload and tier (|∩|/|∪|) · {reader}", fontsize=10)
+        paths.append(save(fig, out / f"{slug('kvd-jaccard', reader)}.png"))
+    return paths
+
+
+@figure("kvd_qa_tier_lines", "kvd_qa_tiers")
+def qa_tier_lines(qa_tiers: pd.DataFrame, out: Path) -> list[Path]:
+    """Figure 9A: the pooled QA C→W rate (Qasper + HotpotQA, ThinK left out) across the tiers, one line
+    per reader, each point labelled with its rate and C→W / n_FC; an undefined rate is marked N/A."""
+    if qa_tiers.empty:
+        return []
+    fig, (ax,) = new_figure(6.5, 4.2)
+    xs = np.arange(len(TIERS))
+    for i, (reader, group) in enumerate(qa_tiers.groupby("reader", sort=False)):
+        by_tier = group.set_index("tier").reindex(list(TIERS))
+        ys = 100 * by_tier["cw_rate"].to_numpy(float)
+        style = {"marker": MARKERS[i % len(MARKERS)], "color": LINE_COLORS[i % len(LINE_COLORS)]}
+        ax.plot(xs, ys, label=reader, **style)
+        for x, y, row in zip(xs, ys, by_tier.itertuples(), strict=True):
+            counts = f"{count_text(row.n_cw)}/{count_text(row.n_fc)}"
+            label = f"N/A ({counts})" if np.isnan(y) else f"{y:.1f}% ({counts})"
+            ax.annotate(label, (x, 0 if np.isnan(y) else y), xytext=(0, 7), textcoords="offset points",
+                        ha="center", fontsize=7)  # fmt: skip
+    ax.set_xticks(xs, labels=[TIER_LABELS[t] for t in TIERS])
+    ax.set_ylabel("pooled QA C→W rate (%)")
+    top = np.nan_to_num(100 * qa_tiers["cw_rate"].max())
+    ax.set_ylim(0, max(10.0, 1.2 * float(top)))
+    ax.set_xlim(-0.4, len(TIERS) - 0.6)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title("QA C→W rate by tier: Qasper + HotpotQA, ThinK left out (C→W / n_FC)", fontsize=10)
+    ax.legend(fontsize=7, frameon=False)
+    return [save(fig, out / "kvd-qa-tiers.png")]
 
 
 def _task_count(row: pd.Series) -> CellValue:
