@@ -14,8 +14,10 @@ Evidence spans cover each supporting-fact sentence (without its leading space), 
 aligned (the title exists and the sentence index is in range and not blank). Natural contexts are
 not resized, so ``context_tokens`` is ignored; ``metadata["prompt_tokens"]`` records the length.
 
-``task.ids=FILE`` (one ``_id`` per line) fixes the slice, in the file's order, as on every pool task
+``task.ids=FILE`` (one ``_id`` per line) or a list fixes the slice, in its order, as on every pool task
 (``kvx.tasks.rag``): ragscale's ``hotpotqa_distractor_500_v1`` is such a slice (docs/rag-data.md).
+The KVDiagnosis release's sample ids (``hotpotqa_000076``) may stand for ``_id``s, and a release
+folder names its 200 in its order (``kvx.tasks.kvdiagnosis_ids``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from kvx.core.identity import WHEN_SET
 from kvx.core.source import Segment, Source
 from kvx.tasks.base import CountTokens, Score, Task
 from kvx.tasks.jsonl import load_rows
-from kvx.tasks.rag import INSTRUCTION, ids_manifest, pool_segments, raw_policy, score_rag, select_ids, take
+from kvx.tasks.kvdiagnosis_ids import check_hotpotqa, hotpotqa_ids, is_release, release_manifest
+from kvx.tasks.rag import INSTRUCTION, ids_label, pool_segments, raw_policy, score_rag, select_ids, take
 from kvx.tasks.ruler import require_ruler_data, ruler_data_file
 
 #: the row hints HotpotQA supplies (bridge / comparison; easy / medium / hard)
@@ -53,7 +56,8 @@ class HotpotQA(Task):
     """Multi-hop QA whose evidence (the supporting-fact sentences) is known to the sentence."""
 
     path: str = ""
-    ids: str = field(default="", metadata=WHEN_SET)  # a file of row ids: the fixed slice, in its order
+    #: row ids (a list, a file, release sample ids or a release folder): the fixed slice, in its order
+    ids: Any = field(default="", metadata=WHEN_SET)
     scorer_version: ClassVar[str] = "3"  # 2: EM and token F1 beside containment; 3: ASCII punctuation
 
     def validate(self) -> None:
@@ -62,7 +66,10 @@ class HotpotQA(Task):
         if not self.path:
             require_ruler_data("task=hotpotqa", "hotpotqa.json")
         if self.ids:
-            select_ids(self.ids, load_rows(self._file())["_id"])
+            rows = load_rows(self._file())
+            select_ids(hotpotqa_ids(self.ids), rows["_id"], label=ids_label(self.ids))
+            if is_release(self.ids):
+                check_hotpotqa(self.ids, dict(zip(rows["_id"], rows["answer"], strict=True)))
 
     def manifest(self, n: int, seed: int) -> dict[str, Any]:
         """The raw policy (ragscale: all ten paragraphs in their supplied order), the file read and
@@ -70,10 +77,11 @@ class HotpotQA(Task):
         rows = load_rows(self._file())
         sizes = sorted({len(rows[i]["context"]) for i in self._split(rows, n, seed)})
         out = {"file": self._file(), "raw_policy": [raw_policy(0, size) for size in sizes]}
-        return {**out, **ids_manifest(self.ids)} if self.ids else out
+        return {**out, **release_manifest(self.ids, "hotpotqa")} if self.ids else out
 
     def _split(self, rows: Any, n: int, seed: int) -> list[int]:
-        return take(self.ids, rows["_id"], n, seed)
+        ids = hotpotqa_ids(self.ids) if self.ids else ""
+        return take(ids, rows["_id"], n, seed, label=ids_label(self.ids))
 
     def _file(self) -> str:
         return self.path or str(ruler_data_file("hotpotqa.json"))

@@ -24,6 +24,11 @@ source only when it also has at least one evidence string (the benchmark's Qaspe
 evidence-annotated one), and the split is ``n`` eligible answers drawn by a seeded permutation over
 the file order (papers, questions, answers), so ``n=200`` gives a fixed 200-source set per seed.
 
+``task.ids`` fixes the split instead, in its order (the first ``n_sources``): a list or a file of
+answer ids (``<question_id>_<answer index>``, the source id without ``qasper_``; any answer with a
+reference, evidence or not), or a KVDiagnosis release folder, whose 200 samples are found in the file
+by their references in the release's order (``kvx.tasks.kvdiagnosis_ids.qasper_positions``).
+
 The context is the article: the preamble, ``Article: <title>``, then per section (the abstract
 first) a heading segment and one ``passage`` segment per non-blank paragraph, joined by a blank
 line, so text transforms can keep or drop paragraphs. Each evidence string is mapped to its span in
@@ -41,15 +46,17 @@ import json
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from kvx.core.errors import ConfigError
+from kvx.core.identity import WHEN_SET
 from kvx.core.source import Segment, Source
 from kvx.tasks.base import CountTokens, Score, Task
 from kvx.tasks.jsonl import seeded_order
-from kvx.tasks.rag import score_rag
+from kvx.tasks.kvdiagnosis_ids import is_release, qasper_positions, release_manifest, release_sources
+from kvx.tasks.rag import first_n, ids_label, score_rag, select_ids
 
 RELEASE = "https://allenai.org/data/qasper"
 ARCHIVES = (
@@ -274,6 +281,8 @@ class Qasper(Task):
     """Document QA over an NLP paper whose answer-supporting paragraphs are annotated."""
 
     path: str = ""
+    #: answer ids (a list or a file) or a KVDiagnosis release folder: the fixed split, in its order
+    ids: Any = field(default="", metadata=WHEN_SET)
     scorer_version: ClassVar[str] = "1"
     max_new_tokens: ClassVar[int] = 128  # LongBench's Qasper budget (config/dataset2maxlen.json)
 
@@ -283,10 +292,33 @@ class Qasper(Task):
             raise ConfigError(
                 f"task.path={self.path}: no answerable question with evidence (the inclusion rule)"
             )
+        if self.ids:
+            self.chosen(data)
 
-    def eligible(self) -> tuple[dict[str, Any], list[Candidate]]:
+    def chosen(self, data: dict[str, Any]) -> list[Candidate]:
+        """What ``task.ids`` names, in its order: any answer with a reference (the release's rule on
+        evidence is unknown); ConfigError naming the ids or release samples the file lacks."""
+        answered = [c for c in candidates(data) if c.reference.strip()]
+        if is_release(self.ids):
+            keyed = [((c.paper_id, c.question_index), c.reference) for c in answered]
+            positions = qasper_positions(release_sources(self.ids, "qasper"), keyed, self.ids)
+        else:
+            names = [
+                f"{data[c.paper_id]['qas'][c.question_index]['question_id']}_{c.answer_index}"
+                for c in answered
+            ]
+            positions = select_ids(self.ids, names)
+        return [answered[p] for p in positions]
+
+    def split(self, n: int, seed: int) -> tuple[dict[str, Any], list[Candidate]]:
+        """The paper file and the ``n`` answers of the split: ``task.ids``'s first ``n``, else ``n``
+        eligible ones in seeded order."""
         data, _ = load(self.path)
-        return data, [c for c in candidates(data) if exclusion(c) is None]
+        if self.ids:
+            chosen = self.chosen(data)
+            return data, [chosen[i] for i in first_n(list(range(len(chosen))), n, ids_label(self.ids))]
+        pool = [c for c in candidates(data) if exclusion(c) is None]
+        return data, [pool[i] for i in seeded_order(len(pool), n, seed)]
 
     def manifest(self, n: int, seed: int) -> dict[str, Any]:
         """The file read (with its hash), what the inclusion rule kept and left out, and how much of
@@ -307,11 +339,12 @@ class Qasper(Task):
             "sources": n,
             "evidence_aligned": mapped[True],
             "evidence_unaligned": mapped[False],
+            **(release_manifest(self.ids, "qasper") if self.ids else {}),
         }
 
     def sources(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> list[Source]:
-        data, pool = self.eligible()
-        return [self._source(data, pool[i], count_tokens) for i in seeded_order(len(pool), n, seed)]
+        data, chosen = self.split(n, seed)
+        return [self._source(data, candidate, count_tokens) for candidate in chosen]
 
     def _source(self, data: dict[str, Any], candidate: Candidate, count_tokens: CountTokens) -> Source:
         paper = data[candidate.paper_id]

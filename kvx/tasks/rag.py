@@ -17,9 +17,9 @@ compressed conditions share question, pool, prompt and scoring and differ only i
 Passages are laid out as HotpotQA's RULER QA prompt lays out documents, one ``passage`` segment
 each, unless a task lays them out its own way (LongMemEval's sessions).
 
-``task.ids=FILE`` (one row id per line, blank lines and ``#`` comments skipped) fixes the slice: the
-rows are taken in the file's order and ``n_sources`` takes the first ``n`` (the seed then chooses
-nothing), so a paper's frozen slice replays row for row.
+``task.ids=FILE`` (one row id per line, blank lines and ``#`` comments skipped) or a list
+(``task.ids=[q3,q0]``) fixes the slice: the rows are taken in the given order and ``n_sources`` takes
+the first ``n`` (the seed then chooses nothing), so a paper's frozen slice replays row for row.
 
 JSONL pool format, one object per line::
 
@@ -123,55 +123,94 @@ def raw_indices(raw: str, raw_k: int, row: PoolRow) -> list[int]:
     return sorted(top_k(bm25_scores(row.question, texts), raw_k))
 
 
-def read_ids(path: str) -> list[str]:
-    """The row ids of a ``task.ids`` file, in file order; ConfigError for a missing, empty or
-    repetitive file."""
-    if not Path(path).is_file():
-        raise ConfigError(f"task.ids={path!r}: no such file")
-    ids = [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines()]
-    ids = [i for i in ids if i and not i.startswith("#")]
-    if not ids:
-        raise ConfigError(f"task.ids={path} lists no row id")
-    repeated = sorted({i for i in ids if ids.count(i) > 1})
+def ids_label(ids: str | Sequence[str]) -> str:
+    """How errors name a ``task.ids`` setting: the file's path, or the list as written."""
+    return ids if isinstance(ids, str) else f"[{','.join(map(str, ids))}]"
+
+
+def read_ids(ids: str | Sequence[str]) -> list[str]:
+    """The row ids a ``task.ids`` setting names, in its order: a list, or a file of one id per line;
+    ConfigError for a missing or empty file, a folder, or an id named twice."""
+    label = ids_label(ids)
+    if isinstance(ids, str):
+        if Path(ids).is_dir():
+            raise ConfigError(
+                f"task.ids={ids} is a folder: only task=qasper and task=hotpotqa read a release's ids "
+                "from its folder (the KVDiagnosis release); give a file of row ids or a list"
+            )
+        if not Path(ids).is_file():
+            raise ConfigError(f"task.ids={ids!r}: no such file")
+        listed = [line.strip() for line in Path(ids).read_text(encoding="utf-8").splitlines()]
+        listed = [i for i in listed if i and not i.startswith("#")]
+    else:
+        listed = [str(i).strip() for i in ids]
+    if not listed:
+        raise ConfigError(f"task.ids={label} lists no row id")
+    repeated = sorted({i for i in listed if listed.count(i) > 1})
     if repeated:
-        raise ConfigError(f"task.ids={path} lists {repeated[:5]} more than once")
-    return ids
+        raise ConfigError(f"task.ids={label} lists {repeated[:5]} more than once")
+    return listed
 
 
-def select_ids(path: str, ids: Sequence[str], excluded: Mapping[str, str] | None = None) -> list[int]:
-    """The positions in ``ids`` of the rows a ``task.ids`` file names, in the file's order. An id not
-    in the data is a ConfigError naming it (with the closest ids); an excluded one names its reason."""
-    where = {ident: index for index, ident in enumerate(ids)}
-    out = []
-    for ident in read_ids(path):
+def select_ids(
+    ids: str | Sequence[str],
+    row_ids: Sequence[str],
+    excluded: Mapping[str, str] | None = None,
+    label: str = "",
+) -> list[int]:
+    """The positions in ``row_ids`` of the rows ``task.ids`` names, in its order. Every id not in the
+    data is named in one ConfigError (with the closest ids); an excluded one names its reason.
+    ``label``: how errors name the setting when ``ids`` was derived from it (a release's ids)."""
+    label = label or ids_label(ids)
+    where = {ident: index for index, ident in enumerate(row_ids)}
+    out, unknown = [], []
+    for ident in read_ids(ids):
         if ident in where:
             out.append(where[ident])
         elif excluded and ident in excluded:
             raise ConfigError(
-                f"task.ids={path}: row {ident!r} is excluded before analysis: {excluded[ident]}"
+                f"task.ids={label}: row {ident!r} is excluded before analysis: {excluded[ident]}"
             )
         else:
-            close = difflib.get_close_matches(ident, list(where), n=3)
-            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-            raise ConfigError(f"task.ids={path}: row {ident!r} is not in the data{hint}")
+            unknown.append(ident)
+    if len(unknown) == 1:
+        close = difflib.get_close_matches(unknown[0], list(where), n=3)
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise ConfigError(f"task.ids={label}: row {unknown[0]!r} is not in the data{hint}")
+    if unknown:
+        named = ", ".join(map(repr, unknown[:20])) + (
+            f" and {len(unknown) - 20} more" if len(unknown) > 20 else ""
+        )
+        raise ConfigError(f"task.ids={label}: {len(unknown)} rows are not in the data: {named}")
     return out
 
 
 def take(
-    ids_file: str, ids: Sequence[str], n: int, seed: int, excluded: Mapping[str, str] | None = None
+    ids: str | Sequence[str],
+    row_ids: Sequence[str],
+    n: int,
+    seed: int,
+    excluded: Mapping[str, str] | None = None,
+    label: str = "",
 ) -> list[int]:
-    """The rows of a split: the first ``n`` a ``task.ids`` file names, else ``n`` in seeded order."""
-    if not ids_file:
-        return seeded_order(len(ids), n, seed)
-    chosen = select_ids(ids_file, ids, excluded)
+    """The rows of a split: the first ``n`` that ``task.ids`` names, else ``n`` in seeded order."""
+    if not ids:
+        return seeded_order(len(row_ids), n, seed)
+    return first_n(select_ids(ids, row_ids, excluded, label), n, label or ids_label(ids))
+
+
+def first_n(chosen: list[int], n: int, label: str) -> list[int]:
+    """The first ``n`` rows ``task.ids`` chose; ConfigError when it chose fewer."""
     if n > len(chosen):
-        raise ConfigError(f"n_sources={n} but task.ids={ids_file} lists only {len(chosen)} rows")
+        raise ConfigError(f"n_sources={n} but task.ids={label} lists only {len(chosen)} rows")
     return chosen[:n]
 
 
-def ids_manifest(path: str) -> dict[str, Any]:
-    """The slice file a split was read from, with its content hash."""
-    return {"ids_file": path, "ids_sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
+def ids_manifest(ids: str | Sequence[str]) -> dict[str, Any]:
+    """What fixed the slice: the ids file with its content hash, or the listed ids."""
+    if isinstance(ids, str):
+        return {"ids_file": ids, "ids_sha256": hashlib.sha256(Path(ids).read_bytes()).hexdigest()}
+    return {"ids": [str(i) for i in ids]}
 
 
 def require_data(name: str, path: str, what: str, url: str) -> Path:
@@ -210,7 +249,9 @@ class PoolTask(Task):
     unanswerable: str = "drop"  # drop: answerable rows only; keep: scored as SQuAD v2 does
     raw: str = field(default="first_k", metadata=WHEN_SET)  # first_k | all | bm25_top_k
     compress_from: str = field(default="raw", metadata=WHEN_SET)  # raw | pool: what compressors read
-    ids: str = field(default="", metadata=WHEN_SET)  # a file of row ids: the fixed slice, in its order
+    ids: Any = field(
+        default="", metadata=WHEN_SET
+    )  # a file of row ids or a list: the fixed slice, in its order
     scorer_version: ClassVar[str] = "rag-2"  # 2: containment normalises ASCII punctuation only
     #: HotpotQA's yes/no F1 rule (``score_rag``); benchmarks scored by their own scripts turn it off
     closed_f1: ClassVar[bool] = True
