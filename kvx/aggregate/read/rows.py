@@ -258,6 +258,11 @@ def project(
         for name, value in (answer.get("details") or {}).items():
             row[f"{prefix}d.{name}"] = _detail(value)
         row.update(judge_fields(prefix, answer.get("judgments") or {}))
+    # an external record's own answer kvx could not pair (no control; never scored by kvx): a paper
+    # whose rule scores it anyway reads its metrics (TPBench's denominators)
+    unpaired = (record.get("provenance") or {}).get("unpaired_answer") or {}
+    for name, value in (unpaired.get("metrics") or {}).items():
+        row[f"unpaired_m.{name}"] = _number(value)
     iv = diags.get("intervention") or {}
     iv_ok = iv.get("status") in VALID
     for name in INTERVENTION_FIELDS:

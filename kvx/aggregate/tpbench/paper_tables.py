@@ -4,7 +4,9 @@ among parsed answers (Table 10's "Seg.|parsed"), each KV method beside the best 
 seed (Table 15) and P1 with token F1 as seed mean ± sd (Table 23).
 
 Every table reads the analysis rows of :func:`~kvx.aggregate.tpbench.probes.tpbench_rows` (methods,
-budgets and full context exactly as the main TPBench tables) and only supported answers. Where the
+budgets and full context exactly as the main TPBench tables) under the paper's denominator rule
+(:mod:`~kvx.aggregate.tpbench.denominators`): a reader error is a wrong answer in n, and a group with
+an unsupported answer has no score (N/A), its ``n_error`` and ``n_unsupported`` beside. Where the
 paper averages over seeds, a ``_seed_mean`` is the unweighted mean of the per-seed values of the
 seeds that have any, as the release does (``scripts/audit/retention_vs_reading.py``,
 ``scripts/audit/p3_alias_exclusion_sensitivity.py``). The answer details read beyond the main
@@ -22,8 +24,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kvx.aggregate.tpbench.denominators import not_run, paper_scored, under_rule
 from kvx.aggregate.tpbench.probes import GROUP, PROBE_KEYS, column_mean, in_family_order
-from kvx.core.records import ERROR, SUPPORTED, UNSUPPORTED
 from kvx.tasks.tpbench.text import alias_equivalent
 
 __all__ = [
@@ -48,8 +50,9 @@ _PLACE = (
 # --------------------------------------------------------------------------------------- helpers
 
 
-def _supported(tp: pd.DataFrame, probe: str) -> pd.DataFrame:
-    return tp[(tp["probe"] == probe) & (tp["status"] == SUPPORTED)]
+def _paper(tp: pd.DataFrame, probe: str) -> pd.DataFrame:
+    """A probe's answers scored under the paper's rule (errors wrong; unsupported kept, to be counted)."""
+    return paper_scored(tp[tp["probe"] == probe])
 
 
 def _column(frame: pd.DataFrame, name: str) -> pd.Series:
@@ -83,8 +86,10 @@ def _by_seed(counts: pd.Series) -> str:
 
 
 def _rows(part: pd.DataFrame, keys: list[str], build: Callable[[pd.DataFrame], dict[str, Any]]) -> list[dict]:
+    """One row per group, built from the answers the rule scores, with its error and unsupported counts
+    (its scores N/A when it has an unsupported answer)."""
     return [
-        dict(zip(keys, key)) | {"family": group["family"].iat[0]} | build(group)
+        under_rule(dict(zip(keys, key)) | {"family": group["family"].iat[0]} | build(not_run(group)), group)
         for key, group in part.groupby(keys, sort=True)
     ]
 
@@ -109,7 +114,8 @@ def slot_type(slot: object) -> str:
 
 
 SLOT_COLUMNS = [
-    *GROUP, "family", "slot_type", "n", "n_seeds", "strict_accuracy_seed_mean", "retention_rate_seed_mean",
+    *GROUP, "family", "slot_type", "n", "n_error", "n_unsupported", "n_seeds",
+    "strict_accuracy_seed_mean", "retention_rate_seed_mean",
     "strict_accuracy_retained_seed_mean", "loose_accuracy_seed_mean",
 ]  # fmt: skip
 
@@ -117,7 +123,7 @@ SLOT_COLUMNS = [
 def slot_types(tp: pd.DataFrame) -> pd.DataFrame | None:
     """TPBench Table 7: P2-strict and answer retention per slot type (seed means; the groups
     partition every answer), with accuracy on the answers whose value survived. None without P2."""
-    part = _supported(tp, "P2")
+    part = _paper(tp, "P2")
     if part.empty:
         return None
     part = part.assign(
@@ -151,7 +157,8 @@ def _alias(old: object, new: object, corpus: str) -> float:
 
 
 ALIAS_COLUMNS = [
-    *GROUP, "family", "n", "n_excluded", "n_unknown", "n_kept", "n_by_seed", "excluded_by_seed",
+    *GROUP, "family", "n", "n_error", "n_unsupported", "n_excluded", "n_unknown", "n_kept", "n_by_seed",
+    "excluded_by_seed",
     "strict_accuracy_seed_mean", "strict_accuracy_seed_sd",
     "loose_accuracy_seed_mean", "loose_accuracy_seed_sd",
     "original_strict_accuracy_seed_mean", "original_loose_accuracy_seed_mean", "best_strict", "best_loose",
@@ -164,7 +171,7 @@ def alias_excluded(tp: pd.DataFrame) -> pd.DataFrame | None:
     An answer whose old or new value is unknown is neither kept nor excluded (``n_unknown``).
     ``best_*`` marks the turn selector(s) with the highest mean at each budget, per threshold.
     None without P3."""
-    part = _supported(tp, "P3")
+    part = _paper(tp, "P3")
     if part.empty:
         return None
     old, new = _text(part, "d.old_value"), _text(part, "d.current_value")
@@ -201,7 +208,8 @@ def alias_excluded(tp: pd.DataFrame) -> pd.DataFrame | None:
 
 
 EVIDENCE_COLUMNS = [
-    *GROUP, "family", "seed", "n", "n_evidence_unknown", "n_update_lacks_value", "n_several_evidence_turns",
+    *GROUP, "family", "seed", "n", "n_error", "n_unsupported", "n_evidence_unknown", "n_update_lacks_value",
+    "n_several_evidence_turns",
     "n_system_states_value", "n_update_kept", "n_value_without_update", "n_no_evidence_kept",
     "n_kept_unknown",
     "strict_accuracy_update_kept", "strict_accuracy_value_without_update", "strict_accuracy_no_evidence_kept",
@@ -214,7 +222,7 @@ def evidence(tp: pd.DataFrame) -> pd.DataFrame | None:
     the value (the paper's 68/128, 106/128, 102/128 on SGD P2) — and, per method, whether its
     context kept the update turn, dropped it but kept an answer-bearing turn, or kept neither, with
     strict accuracy in each. None without P2 or P3 answers."""
-    parts = [_supported(tp, probe) for probe in ("P2", "P3")]
+    parts = [_paper(tp, probe) for probe in ("P2", "P3")]
     part = pd.concat([p for p in parts if not p.empty]) if any(not p.empty for p in parts) else None
     if part is None:
         return None
@@ -262,7 +270,7 @@ def evidence(tp: pd.DataFrame) -> pd.DataFrame | None:
 
 
 PARSED_COLUMNS = [
-    *GROUP, "family", "n", "n_seeds", "n_parsed",
+    *GROUP, "family", "n", "n_error", "n_unsupported", "n_seeds", "n_parsed",
     "strict_accuracy_seed_mean", "whole_strict_accuracy_seed_mean",
     "parse_rate_seed_mean", "strict_accuracy_parsed_seed_mean", "loose_accuracy_seed_mean",
     "whole_loose_accuracy_seed_mean", "loose_accuracy_parsed_seed_mean",
@@ -273,7 +281,7 @@ def p3_parsed(tp: pd.DataFrame) -> pd.DataFrame | None:
     """TPBench Table 10: P3 under the segment-local and the whole-field scorer, the share of answers
     the segment parser reads, and segment-local accuracy among those only ("Seg.|parsed"; release
     ``scripts/reader_evaluation/audit_p3_segments.py``: per seed, then averaged). None without P3."""
-    part = _supported(tp, "P3")
+    part = _paper(tp, "P3")
     if part.empty:
         return None
 
@@ -307,12 +315,15 @@ KV_COLUMNS = [
 def kv_vs_selectors(tp: pd.DataFrame) -> pd.DataFrame | None:
     """TPBench Table 15: each KV method's strict accuracy per seed, beside the best turn selector on
     the same probe set (same seed) keeping the same fraction (``cache r`` beside ``turns r``, the
-    paper's r = 0.30 for both); tied selectors are joined with "/" (the paper's "MMR/random"). No
-    selector at that fraction: none named, its accuracy N/A. None without a KV method."""
+    paper's r = 0.30 for both); tied selectors are joined with "/" (the paper's "MMR/random"). Under the
+    paper's rule: a reader error is wrong and in n (its count beside), a method with an unsupported
+    answer was not run (N/A, and no candidate for the best selector). No selector at that fraction:
+    none named, its accuracy N/A. None without a KV method."""
+    tp = paper_scored(tp)
     kv = tp[tp["family"] == "kv"]
     if kv.empty:
         return None
-    turns = tp[(tp["family"] == "turns") & (tp["status"] == SUPPORTED)]
+    turns = tp[tp["family"] == "turns"]
     rows = []
     for key, group in kv.groupby([*PROBE_KEYS, "seed", "method", "budget"], sort=True):
         ident = dict(zip([*PROBE_KEYS, "seed", "method", "budget"], key))
@@ -320,24 +331,27 @@ def kv_vs_selectors(tp: pd.DataFrame) -> pd.DataFrame | None:
         selector_budget = "turns " + budget.removeprefix("cache ") if budget.startswith("cache ") else ""
         seeded = [*PROBE_KEYS, "seed"]
         same = (turns[seeded] == pd.Series({k: ident[k] for k in seeded})).all(axis=1)
-        scores = (
-            turns[same & (turns["budget"] == selector_budget)].groupby("method")["m.strict"].mean().dropna()
-        )
+        candidates = turns[same & (turns["budget"] == selector_budget)]
+        scores = pd.Series(
+            {
+                method: under_rule({"accuracy": column_mean(not_run(g), "m.strict")}, g)["accuracy"]
+                for method, g in candidates.groupby("method")
+            },
+            dtype=float,
+        ).dropna()
         best = scores[scores == scores.max()] if len(scores) else scores
-        scored = group[group["status"] == SUPPORTED]
-        rows.append(
+        own = {"n": len(not_run(group)), "strict_accuracy": column_mean(not_run(group), "m.strict")}
+        row = (
             ident
+            | under_rule(own, group)
             | {
-                "n": len(scored),
-                "n_unsupported": int((group["status"] == UNSUPPORTED).sum()),
-                "n_error": int((group["status"] == ERROR).sum()),
-                "strict_accuracy": column_mean(scored, "m.strict"),
                 "selector_budget": selector_budget,
                 "n_selectors": len(scores),
                 "best_selector": "/".join(sorted(best.index)),
                 "best_selector_strict_accuracy": float(best.iloc[0]) if len(best) else NAN,
             }
         )
+        rows.append(row)
     return pd.DataFrame(rows, columns=KV_COLUMNS)
 
 
@@ -345,7 +359,8 @@ def kv_vs_selectors(tp: pd.DataFrame) -> pd.DataFrame | None:
 
 
 P1_COLUMNS = [
-    *GROUP, "family", "n", "n_seeds", "strict_accuracy_seed_mean", "strict_accuracy_seed_sd",
+    *GROUP, "family", "n", "n_error", "n_unsupported", "n_seeds",
+    "strict_accuracy_seed_mean", "strict_accuracy_seed_sd",
     "loose_accuracy_seed_mean", "loose_accuracy_seed_sd", "f1_seed_mean", "f1_seed_sd",
 ]  # fmt: skip
 
@@ -353,7 +368,7 @@ P1_COLUMNS = [
 def p1_seeds(tp: pd.DataFrame) -> pd.DataFrame | None:
     """TPBench Table 23: P1 under its three scoring rules (strict, loose, token F1), each the mean
     and sample sd of the per-seed means (release ``results/main/seed_summary.json``). None without P1."""
-    part = _supported(tp, "P1")
+    part = _paper(tp, "P1")
     if part.empty:
         return None
 

@@ -28,6 +28,7 @@ from kvx.aggregate.read.cells import owner
 from kvx.aggregate.stats.paired_tests import pair_mcnemar
 from kvx.aggregate.stats.ranks import spearman
 from kvx.aggregate.stats.resampling import cluster_interval
+from kvx.aggregate.tpbench.denominators import not_run, paper_scored, under_rule
 from kvx.core.identity import varying
 from kvx.core.records import ERROR, SUPPORTED, TASK_READER, UNSUPPORTED
 
@@ -199,6 +200,7 @@ def tpbench_rows(rows: pd.DataFrame, cells: Mapping[str, Mapping[str, Any]] | No
             ),
             _columns(comp, "comp_m.", "m."),
             _columns(comp, "comp_d.", "d."),
+            _columns(comp, "unpaired_m.", "u."),  # an answer the release scored, kvx could not pair
             comp.reindex(columns=list(TOKENS)),  # Appendix B's token scaling (tpbench_gaps)
         ],
         axis=1,
@@ -269,6 +271,7 @@ def _summary(group: pd.DataFrame, probe: str, n_boot: int, seed: int) -> dict[st
             f"{metric}_accuracy_ci_low": low,
             f"{metric}_accuracy_ci_high": high,
         }
+    out |= _paper_rule(group)
     for metric, column in EXTRA_SCORES[probe]:
         out[column] = column_mean(scored, f"m.{metric}")
     out["abstain_rate"] = column_mean(scored, "m.abstain")
@@ -278,6 +281,28 @@ def _summary(group: pd.DataFrame, probe: str, n_boot: int, seed: int) -> dict[st
     if probe != "P1":
         out["update_kept_rate"] = column_mean(scored, "d.update_kept")
     return out
+
+
+#: the paper's denominator rule beside kvx's (``denominators``): errors wrong and in n
+PAPER_COLUMNS = ["paper_n"] + [
+    f"paper_{metric}_accuracy{s}" for metric in _HEADLINE for s in ("", "_seed_mean", "_seed_sd")
+]
+
+
+def _paper_rule(group: pd.DataFrame) -> dict[str, Any]:
+    """Strict and loose accuracy under the paper's rule (a reader error is wrong and in n), pooled and
+    as seed mean and sample sd; N/A when an answer of the group was not run (unsupported)."""
+    scored = paper_scored(not_run(group))
+    out: dict[str, Any] = {"paper_n": len(scored)}
+    for metric in _HEADLINE:
+        values = scored[f"m.{metric}"].astype(float) if f"m.{metric}" in scored else pd.Series(dtype=float)
+        per_seed = values.groupby(scored["seed"]).mean().dropna()
+        out |= {
+            f"paper_{metric}_accuracy": column_mean(scored, f"m.{metric}"),
+            f"paper_{metric}_accuracy_seed_mean": float(per_seed.mean()) if len(per_seed) else NAN,
+            f"paper_{metric}_accuracy_seed_sd": float(per_seed.std(ddof=1)) if len(per_seed) > 1 else NAN,
+        }
+    return {k: v for k, v in under_rule(out, group).items() if k in PAPER_COLUMNS}
 
 
 def in_family_order(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -299,7 +324,7 @@ def accuracy(tp: pd.DataFrame, probe: str, n_boot: int, seed: int) -> pd.DataFra
     accuracy (pooled, seed mean and sample sd over probe seeds, dialogue-clustered 95% interval),
     the probe's other scores, abstention, parse failure (1 - parsed), superseded value (P2) and
     update-turn recall (share of answers whose context kept the update turn; P2/P3)."""
-    columns = [*GROUP, "family", "n", "n_seeds", "n_dialogues", "n_unsupported", "n_error"]
+    columns = [*GROUP, "family", "n", "n_seeds", "n_dialogues", "n_unsupported", "n_error", *PAPER_COLUMNS]
     for metric in _HEADLINE:
         columns += [f"{metric}_accuracy{s}" for s in ("", "_seed_mean", "_seed_sd", "_ci_low", "_ci_high")]
     columns += [column for _, column in EXTRA_SCORES[probe]]
@@ -412,7 +437,7 @@ def rank_change(p1: pd.DataFrame, p2: pd.DataFrame) -> tuple[pd.DataFrame, pd.Da
 
 
 RETENTION_COLUMNS = [
-    *GROUP, "family", "n", "n_retained", "n_not_retained", "retention_rate",
+    *GROUP, "family", "n", "n_error", "n_unsupported", "n_retained", "n_not_retained", "retention_rate",
     "strict_accuracy", "strict_accuracy_retained", "strict_accuracy_not_retained",
     "loose_accuracy", "loose_accuracy_retained", "loose_accuracy_not_retained",
 ]  # fmt: skip
@@ -422,12 +447,13 @@ def retention(tp: pd.DataFrame) -> pd.DataFrame:
     """TPBench Tables 5-6: how often the reference survives in the compressed context (P1: the
     reference sentence; P2/P3: the complete current value at phrase boundaries) and how well the
     reader answers when it did and when it did not, pooled over seeds. The conditional accuracies
-    are no ranking: each method is scored on the subset it kept."""
+    are no ranking: each method is scored on the subset it kept. The paper's rule: a reader error is
+    wrong and in n, a group with an unsupported answer has no scores (N/A), both counted."""
     if tp.empty:
         return pd.DataFrame(columns=RETENTION_COLUMNS)
     rows = []
-    for key, group in tp.groupby(GROUP, sort=True):
-        scored = group[group["status"] == SUPPORTED]
+    for key, group in paper_scored(tp).groupby(GROUP, sort=True):
+        scored = not_run(group)
         flag = scored.get(f"d.{RETAINED[key[0]]}", pd.Series(NAN, index=scored.index)).astype(float)
         kept, lost = scored[flag == 1.0], scored[flag == 0.0]
         row = dict(zip(GROUP, key)) | {"family": group["family"].iat[0], "n": len(scored)}
@@ -441,13 +467,14 @@ def retention(tp: pd.DataFrame) -> pd.DataFrame:
             row[f"{metric}_accuracy"] = column_mean(scored, column)
             row[f"{metric}_accuracy_retained"] = column_mean(kept, column)
             row[f"{metric}_accuracy_not_retained"] = column_mean(lost, column)
-        rows.append(row)
+        rows.append(under_rule(row, group))
     return in_family_order(pd.DataFrame(rows, columns=RETENTION_COLUMNS), PROBE_KEYS)
 
 
 DELETION_COLUMNS = [
     "probe", "corpus", "task", "reader", "seed", "deletion", "control",
     "n_sources", "n_deleted", "n_paired", "matched", "n_control_unmatched", "n_deleted_unsupported",
+    "n_deleted_error", "n_control_unsupported", "n_control_error",
     "full_strict_accuracy", "deleted_strict_accuracy", "control_strict_accuracy",
     "full_loose_accuracy", "deleted_loose_accuracy", "control_loose_accuracy",
     "full_superseded_rate", "deleted_superseded_rate", "control_superseded_rate",
@@ -478,7 +505,10 @@ def _paired(deleted: pd.DataFrame, control: pd.DataFrame, full: pd.DataFrame, pa
         "n_paired": len(paired),
         "matched": f"{len(paired)} of {len(_scored(deleted))}",
         "n_control_unmatched": int(len(_scored(deleted)) - len(paired)),
-        "n_deleted_unsupported": int((deleted["status"] != SUPPORTED).sum()),
+        "n_deleted_unsupported": int((deleted["status"] == UNSUPPORTED).sum()),
+        "n_deleted_error": int((deleted["status"] == ERROR).sum()),
+        "n_control_unsupported": int((control["status"] == UNSUPPORTED).sum()),
+        "n_control_error": int((control["status"] == ERROR).sum()),
     }
     for side, frame in (("full", f), ("deleted", d), ("control", c)):
         row[f"{side}_strict_accuracy"] = column_mean(frame, "m.strict")
@@ -497,18 +527,23 @@ def _paired(deleted: pd.DataFrame, control: pd.DataFrame, full: pd.DataFrame, pa
 
 
 def _scored(frame: pd.DataFrame) -> pd.DataFrame:
-    """Answers that count: supported records with a strict score."""
-    return frame[(frame["status"] == SUPPORTED) & frame["m.strict"].notna()]
+    """Answers that count under the paper's rule (``paper_scored`` first): supported and errored ones
+    (an error wrong), never an unsupported one (a source without a matched control, left out as the
+    paper leaves its unmatched items out)."""
+    return frame[(frame["status"] != UNSUPPORTED) & frame["m.strict"].notna()]
 
 
 def deletion(tp: pd.DataFrame) -> pd.DataFrame:
     """TPBench Tables 11-13: each evidence deletion (the update turn; the update turn and every
     answer-bearing turn) against its matched control on the same sources, per seed and, with more
     than one seed, pooled ("all": a source drawn by two seeds then counts twice). ``matched`` is
-    "k of n": n sources the deletion was scored on, k of them with a scored control."""
+    "k of n": n sources the deletion was scored on, k of them with a scored control. The paper's rule:
+    a reader error is a wrong answer (§6.3: "Reader errors and malformed outputs count as wrong"), an
+    unsupported one (no matched control) is left out, both counted."""
     rows = []
     if tp.empty:
         return pd.DataFrame(columns=DELETION_COLUMNS)
+    tp = paper_scored(tp)
     deletions = tp[tp["family"] == "deletion"]
     keys = PROBE_KEYS
     for key, group in deletions.groupby(keys, sort=True):

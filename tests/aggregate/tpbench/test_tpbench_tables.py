@@ -252,10 +252,10 @@ def kv_records() -> list[dict]:
             for s, k in right.items()
             for i in range(4)
         ]
-        snap = [1, 1, 0, None] if seed == 42 else [0, 0, 0, 0]  # None: unsupported
+        snap = [1, 1, 0, "unsupported"] if seed == 42 else [1, 0, 0, "error"]
         out += [
-            record(dialogue=f"d{i}", seed=seed, selector=None, press="snapkv", ratio=0.7, comp=ok or 0,
-                   status="unsupported" if ok is None else "supported")
+            record(dialogue=f"d{i}", seed=seed, selector=None, press="snapkv", ratio=0.7,
+                   comp=ok if isinstance(ok, int) else 0, status="supported" if isinstance(ok, int) else ok)
             for i, ok in enumerate(snap)
         ]  # fmt: skip
     # half the cache kept: no turn selector kept half the turns
@@ -272,15 +272,15 @@ def test_kv_beside_the_best_selector_at_the_same_seed_by_hand(tmp_path: Path) ->
         3,
         1,
     )
-    assert s42["strict_accuracy"] == pytest.approx(2 / 3)
+    # the paper's rule: an unsupported answer means the method was not run on the paper's n: N/A, counted
+    assert math.isnan(s42["strict_accuracy"]) and s42["n_error"] == 0
     assert (s42["n_selectors"], s42["best_selector"]) == (3, "mmr/uniform_stride")  # a tie, 3/4 each
     assert s42["best_selector_strict_accuracy"] == pytest.approx(3 / 4)
     s43 = row(t, method="snapkv", seed="43")
-    assert (s43["strict_accuracy"], s43["best_selector"], s43["best_selector_strict_accuracy"]) == (
-        0,
-        "recency",
-        1,
-    )
+    # a reader error is wrong and in n (paper Table 15): 1 right of 4, not kvx's 1 of 3
+    assert (s43["n"], s43["n_error"], s43["n_unsupported"]) == (4, 1, 0)
+    assert s43["strict_accuracy"] == pytest.approx(1 / 4)
+    assert (s43["best_selector"], s43["best_selector_strict_accuracy"]) == ("recency", 1)
     alone = row(t, method="streaming_llm")
     assert (alone["selector_budget"], alone["n_selectors"], alone["best_selector"]) == ("turns 0.5", 0, "")
     assert math.isnan(alone["best_selector_strict_accuracy"])  # N/A, never 0
