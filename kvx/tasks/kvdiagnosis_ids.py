@@ -9,10 +9,11 @@ dataset's own id, and publishes neither its sampler nor its prompts. What kvx ca
   their reference answer, which no other dev question has; 49 whose answer others share (``yes``,
   ``1993``) by the question and document titles the release's 25 recorded answers for that source
   repeat (``scripts/kvdiagnosis_hotpotqa_ids.py`` derives it and prints each choice's margin).
-* **Qasper**: the 200 are annotator answers in file order (papers, questions, answers): consecutive
-  answers to one question share a prompt hash. :func:`qasper_positions` walks the official file in
-  that order and takes, for each sample, the next answer with its reference (a new question exactly
-  where the prompt hash changes), so the Qasper file must be the one the release drew from.
+* **Qasper**: the 200 are annotator answers grouped by paper and question: consecutive samples
+  with one prompt hash are one question's answers (``qasper_000001`` and ``qasper_000002``).
+  :func:`qasper_positions` finds, for each such run, the question of the official file that has
+  its references, so the file must be the one the release drew from (allenai's Qasper v0.3; which
+  split is not said, and no Qasper file is readable offline to check it here).
 
 ``task.ids`` for ``task=qasper`` or ``task=hotpotqa`` takes a release folder (every sample of that
 workload, in the ledger's order) or release sample ids in a list or file, beside the datasets' own ids.
@@ -24,7 +25,7 @@ import gzip
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,39 +123,55 @@ def check_hotpotqa(folder: str, answer_of: Mapping[str, str]) -> None:
 
 
 def qasper_positions(
-    sources: Sequence[ReleaseSource], answers: Sequence[tuple[str, str]], label: str
+    sources: Sequence[ReleaseSource], answers: Sequence[tuple[Hashable, str]], label: str
 ) -> list[int]:
-    """Positions in ``answers`` (question key, reference), in file order, of the release's
-    ``sources``: each sample takes the next answer with its reference, on the same question as the
-    sample before when they share a prompt hash and on a later question when they do not. Samples
-    without such an answer are named in one ConfigError (the file is not the one the release read)."""
-    out, missing = [], []
-    cursor, last = 0, None
+    """Positions in ``answers`` (question key, reference; file order) of the release's ``sources``.
+
+    Consecutive samples sharing a prompt hash are one question's answers: each run is matched to a
+    question that has every one of its references (whitespace aside), each reference taking that
+    question's next unused answer. Where several questions qualify (a lone ``yes``), the first after
+    the previous run's question in file order is taken, else the first. Samples no question answers
+    are named in one ConfigError (the file is not the one the release read)."""
+    questions: dict[Hashable, list[tuple[int, str]]] = {}
+    for position, (question, reference) in enumerate(answers):
+        questions.setdefault(question, []).append((position, " ".join(reference.split())))
+    runs: list[list[ReleaseSource]] = []
     for source in sources:
-        same = last is not None and source.prompt_hash == last[0].prompt_hash
-        found = None
-        for position in range(cursor, len(answers)):
-            question, reference = answers[position]
-            if last is not None and same and question != last[1]:
-                break
-            if last is not None and not same and question == last[1]:
-                continue
-            if " ".join(reference.split()) == " ".join(source.reference.split()):
-                found = position
-                break
-        if found is None:
-            missing.append(source.sample_id)
+        if runs and runs[-1][-1].prompt_hash == source.prompt_hash:
+            runs[-1].append(source)
+        else:
+            runs.append([source])
+    out: list[int] = []
+    missing: list[str] = []
+    after = -1
+    for run in runs:
+        options = [m for entries in questions.values() if (m := _answers_of(run, entries))]
+        if not options:
+            missing += [s.sample_id for s in run]
             continue
-        out.append(found)
-        cursor, last = found + 1, (source, answers[found][0])
+        chosen = next((m for m in options if m[0] > after), options[0])
+        out += chosen
+        after = chosen[-1]
     if missing:
         named = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
         raise ConfigError(
             f"task.ids={label}: {len(missing)} release samples have no answer with their reference in "
-            f"task.path's file, in the release's order: {named} (the release drew from allenai's "
-            "Qasper v0.3; give the file it read)"
+            f"task.path's file: {named} (the release drew from allenai's Qasper v0.3; give the file it read)"
         )
     return out
+
+
+def _answers_of(run: Sequence[ReleaseSource], entries: Sequence[tuple[int, str]]) -> list[int]:
+    """The positions of one question's answers that carry the run's references, in the run's order
+    (each reference the next unused answer with it), or [] when one is missing."""
+    used: list[int] = []
+    for source in run:
+        wanted = " ".join(source.reference.split())
+        found = next((p for p, r in entries if r == wanted and p not in used), None)
+        if found is None:
+            return []
+        used.append(found)
+    return used
 
 
 #: the release's HotpotQA sample ``hotpotqa_<i>`` is dev ``_id`` ``HOTPOTQA[i]``

@@ -133,12 +133,22 @@ def test_qasper_names_release_samples_the_file_lacks(tmp_path):
         tmp_path / "release",
         [
             ("qasper", "qasper_000000", "1,971; tweets", "qa2"),
-            ("qasper", "qasper_000001", "English language", "qa1"),  # earlier in the file: not in order
-            ("qasper", "qasper_000002", "1,971", "new"),  # a new question's: no later question has it
+            ("qasper", "qasper_000001", "English language", "qa1"),  # before it in the file: found
+            ("qasper", "qasper_000002", "1,971", "qa1"),  # qa1 has no such answer
+            ("qasper", "qasper_000003", "Dutch", "qa3"),  # no question has it
         ],
     )
-    with pytest.raises(ConfigError, match="2 release samples .*: qasper_000001, qasper_000002"):
+    with pytest.raises(
+        ConfigError, match="3 release samples .*: qasper_000001, qasper_000002, qasper_000003"
+    ):
         Qasper(path=path, ids=str(release)).validate()
+    ok = ledger(
+        tmp_path / "ok", [("qasper", "qasper_000000", "1,971", "qa2"), ("qasper", "x", "English", "qa1")]
+    )
+    assert [s.id for s in Qasper(path=path, ids=str(ok)).sources(2, 0, 0, count)] == [
+        "qasper_qa2_1",
+        "qasper_qa1_0",
+    ]
 
 
 @pytest.mark.skipif(not RELEASE, reason="KVX_KVDIAGNOSIS_RELEASE names no checkout of ChosenQC/KVDiagnosis")
