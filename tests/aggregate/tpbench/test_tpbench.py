@@ -293,6 +293,7 @@ def test_command_writes_tpbench_tables_section_and_figure(tmp_path: Path) -> Non
     for name in TABLES:
         assert (out / f"{name}.csv").exists() and (out / f"{name}.md").exists()
     assert list(out.glob("tpbench_rank_change_*.png"))
+    assert [p.name for p in out.glob("tpbench_figure3_*.png")] == ["tpbench_figure3_sgd_tpbench_p2_r_42.png"]
     page = (out / "report.html").read_text()
     assert 'id="tpbench"' in page and "TPBench probes" in page
     section = (out / "tpbench.md").read_text()
@@ -366,3 +367,15 @@ def test_aggregate_of_a_tiny_tpbench_run(tmp_path: Path, blank_store) -> None:
     for name in paper:
         assert (out / f"{name}.csv").exists(), name
         assert name in report, name
+
+
+def test_figure_3_is_drawn_from_the_update_deletion(tmp_path: Path) -> None:
+    """TPBench Figure 3 (the paper's three columns: full context, update turn removed, matched control)
+    from the miniature's deletion table: one PNG for its one corpus, reader and seed; an empty table
+    draws nothing."""
+    from kvx.aggregate.publish.tpbench_plots import tpbench_figure3
+
+    deletion = tables(tmp_path, deletion_records())["tpbench_deletion"]
+    [path] = tpbench_figure3(deletion, tmp_path / "figures")
+    assert path.name == "tpbench_figure3_sgd_tpbench_p2_r_42.png" and path.stat().st_size > 10_000
+    assert tpbench_figure3(deletion.iloc[:0], tmp_path / "none") == []
