@@ -20,6 +20,11 @@ release judged each distinct reference-answer pair once. The model is the paper'
 of ``scripts/semantic_evaluation/run_semantic_judge.py`` as strict structured output, and kvx sends
 the same schema through chat completions' ``response_format`` (``judge.structured_output=false``
 leaves it out, ``judge.reasoning_effort=null`` leaves the effort out, for servers without them).
+
+The same prompt and model judge the paper's validation pairs, Answer Equivalence (§6.1.1;
+:mod:`kvx.tasks.answer_equivalence`): for such a source the input row is the release's
+``data/semantic_evaluation/ae_*_inputs.jsonl`` row, ``id`` (the release's pair id), ``question``,
+``context`` (the passage), ``reference`` and ``candidate``.
 """
 
 from __future__ import annotations
@@ -110,8 +115,13 @@ class TPBenchP1(ModelJudge):
 
     def applies(self, source: Source) -> str | None:
         meta = source.metadata
+        if isinstance(meta.get("ae_id"), str) and isinstance(meta.get("context"), str) and source.answers:
+            return None
         if meta.get("probe") != "p1" or not isinstance(meta.get("goal"), str):
-            return "the TPBench P1 judge reads a P1 probe's initial-goal reference (tpbench_p1 sources)"
+            return (
+                "the TPBench P1 judge reads a P1 probe's initial-goal reference (tpbench_p1 sources) "
+                "or an Answer Equivalence pair"
+            )
         return None
 
     def candidate(self, answer: Answer) -> str:
@@ -124,7 +134,16 @@ class TPBenchP1(ModelJudge):
 
     def row(self, source: Source, output: str) -> dict[str, str]:
         """The judge's input row, with the release's fields in the release's order."""
-        reference = source.metadata["goal"]
+        meta = source.metadata
+        if "ae_id" in meta:
+            return {
+                "id": meta["ae_id"],
+                "question": source.question,
+                "context": meta["context"],
+                "reference": source.answers[0],
+                "candidate": output,
+            }
+        reference = meta["goal"]
         key = json.dumps([QUESTION, reference, output], ensure_ascii=False)
         pair = hashlib.sha256(key.encode("utf-8")).hexdigest()[:20]
         return {"id": pair, "question": QUESTION, "reference": reference, "candidate": output}

@@ -57,9 +57,8 @@ def judge_records(
 ) -> None:
     """Fill ``Answer.judgments[name]`` on both answers of each supported record. ``model``: the judge
     model's identity as judgments record it (default: ``chat.identity``)."""
-    if model is None and chat is not None:
-        model = chat.identity
-    waiting: dict[ChatRequest, list[tuple[Answer, dict[str, Any]]]] = {}
+    answers: list[Answer] = []
+    items: list[tuple[Source, str]] = []
     for record in records:
         if record.status != SUPPORTED:
             continue
@@ -69,23 +68,50 @@ def judge_records(
                 continue
             if source is None:
                 missing = Judgment.failed(f"source {record.source_id} is not in the cell's split")
-                _put(answer, name, missing, {"name": name, "version": judge.version})
+                _put(
+                    answer, name, dataclasses.replace(missing, judge={"name": name, "version": judge.version})
+                )
                 continue
-            identity = judge.describe(name, source, model)
-            why = judge.applies(source)
-            if why is not None:
-                _put(answer, name, Judgment.not_applicable(why), identity)
-            elif not judge.uses_model:
-                _put(answer, name, _safely(judge.decide, source, judge.candidate(answer)), identity)
+            answers.append(answer)
+            items.append((source, judge.candidate(answer)))
+    for answer, judgment in zip(answers, judge_texts(items, name, judge, chat, progress, model), strict=True):
+        _put(answer, name, judgment)
+
+
+def judge_texts(
+    items: list[tuple[Source, str]],
+    name: str,
+    judge: Judge,
+    chat: ChatModel | None,
+    progress: bool = True,
+    model: dict[str, Any] | None = None,
+) -> list[Judgment]:
+    """The judgment of each (source, text the judge reads), in order, each with the judge's identity:
+    ``not_applicable`` where the judge does not apply, a rule judge's decision, or the model's (identical
+    requests asked once, all in one ``chat.complete`` call). Judge validation calls it directly on
+    human-rated pairs (``kvx.aggregate.tpbench.judge_validation``)."""
+    if model is None and chat is not None:
+        model = chat.identity
+    out: list[Judgment] = []
+    waiting: dict[ChatRequest, list[int]] = {}
+    for index, (source, text) in enumerate(items):
+        identity = judge.describe(name, source, model)
+        why = judge.applies(source)
+        if why is not None:
+            judgment = Judgment.not_applicable(why)
+        elif not judge.uses_model:
+            judgment = _safely(judge.decide, source, text)
+        else:
+            try:
+                request = judge.request(source, text)  # type: ignore[attr-defined]
+            except Exception as exc:  # a plugin's bug on one source: recorded, the others go on
+                judgment = Judgment.failed(f"building the request: {_message(exc)}")
             else:
-                try:
-                    request = judge.request(source, judge.candidate(answer))  # type: ignore[attr-defined]
-                except Exception as exc:  # a plugin's bug on one source: recorded, the others go on
-                    _put(answer, name, Judgment.failed(f"building the request: {_message(exc)}"), identity)
-                    continue
-                waiting.setdefault(request, []).append((answer, identity))
+                waiting.setdefault(request, []).append(index)
+                judgment = Judgment.failed("not asked")  # replaced by the reply below
+        out.append(dataclasses.replace(judgment, judge=identity))
     if not waiting:
-        return
+        return out
     if chat is None:
         raise ValueError(f"judge {name} asks a model but none was given")
     requests = list(waiting)
@@ -96,8 +122,9 @@ def judge_records(
         else:
             judgment = _safely(judge.parse, reply.text)  # type: ignore[attr-defined]
             served = dict(reply.served) if "endpoint" in reply.served else None  # an endpoint's facts
-        for answer, identity in waiting[request]:
-            _put(answer, name, dataclasses.replace(judgment, served=served), identity)
+        for index in waiting[request]:
+            out[index] = dataclasses.replace(judgment, served=served, judge=out[index].judge)
+    return out
 
 
 def _safely(decide: Any, *args: Any) -> Judgment:
@@ -111,8 +138,7 @@ def _message(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:500]
 
 
-def _put(answer: Answer, name: str, judgment: Judgment, identity: dict[str, Any]) -> None:
-    judgment = dataclasses.replace(judgment, judge=identity)
+def _put(answer: Answer, name: str, judgment: Judgment) -> None:
     answer.judgments = {**(answer.judgments or {}), name: judgment.to_dict()}
 
 

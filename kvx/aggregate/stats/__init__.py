@@ -10,6 +10,8 @@
 - :mod:`~kvx.aggregate.stats.upgrades`: the reader-upgrade estimators (retention, endpoints, excess
   flips, rescue and damage);
 - :mod:`~kvx.aggregate.stats.eiv`: the errors-in-variables correction M*, its correlation and bootstrap;
+- :mod:`~kvx.aggregate.stats.agreement`: a binary judge against human labels (accuracy, balanced
+  accuracy) and the release's question-clustered bootstrap (TPBench's Answer Equivalence check);
 - :mod:`~kvx.aggregate.stats.resampling`: kvx's own seeded resampling streams;
 - :mod:`~kvx.aggregate.stats.releases`: the streams that must give a paper's release to the last bit,
   each citing the release file and function it follows.
