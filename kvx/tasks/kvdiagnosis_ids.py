@@ -46,6 +46,10 @@ class ReleaseSource:
     sample_id: str
     reference: str
     prompt_hash: str
+    #: every reference (RULER's multi-answer needles and word lists); ``reference`` is the first
+    references: tuple[str, ...] = ()
+    #: the release's ``official_task_name``: ``qasper``, ``hotpotqa``, RULER's subtask (``niah_single_1``)
+    task: str = ""
 
 
 def release_sources(folder: str, workload: str) -> list[ReleaseSource]:
@@ -61,7 +65,16 @@ def release_sources(folder: str, workload: str) -> list[ReleaseSource]:
         rows = [row for row in map(json.loads, handle) if row["dataset"] == workload]
     if not rows:
         raise ConfigError(f"task.ids={folder}: {LEDGER} has no {workload} source")
-    return [ReleaseSource(r["sample_id"], r["reference_answer"][0], r["prompt_hash"]) for r in rows]
+    return [
+        ReleaseSource(
+            r["sample_id"],
+            r["reference_answer"][0],
+            r["prompt_hash"],
+            tuple(r["reference_answer"]),
+            r.get("official_task_name", workload),
+        )
+        for r in rows
+    ]
 
 
 def requested(ids: str | Sequence[str], workload: str) -> list[str]:

@@ -1,0 +1,82 @@
+"""Compare kvx's RULER-8K/16K sources with the KVDiagnosis release's, sample by sample.
+
+    python scripts/kvdiagnosis_ruler_compare.py RELEASE_FOLDER [--sources 100]
+
+Prints, per workload and subtask, out of the release's sources:
+
+* ``hash``: how many release ``prompt_hash`` values equal a hash of a kvx prompt of that subtask
+  (sha256, sha1 and md5, cut to 16 hex digits, of the context + question, with and without the
+  answer prefix). The release computes its hash in code it does not publish, so these are guesses.
+  kvx's prompts are sized here by whitespace words, as no Qwen3 tokenizer is offline;
+* ``kvx answers``: release references equal (as a set) to the answers of some kvx source of that subtask
+  (kvx draws its needles from (task, seed, index), RULER from one seeded stream);
+* ``RULER stream``: release references that RULER's own seed-42 draws reproduce
+  (``kvx.tasks.ruler_stream``; essay-haystack NIAH subtasks only), with the calls they came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+from collections import defaultdict
+
+from kvx.core.registry import registry
+from kvx.tasks.kvdiagnosis_ids import release_sources
+from kvx.tasks.ruler_stream import ESSAY_TASKS, stream
+
+SUBTASKS = ("niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2")
+SUBTASKS += ("niah_multikey_3", "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe")
+WORKLOADS = {"ruler8k": 8192, "ruler16k": 16384}
+CALLS = 400
+
+
+def hashes(text: str) -> set[str]:
+    """The 16-digit prefixes of the hashes a release might have taken of ``text``."""
+    return {hashlib.new(name, text.encode()).hexdigest()[:16] for name in ("sha256", "sha1", "md5")}
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("release")
+    parser.add_argument("--sources", type=int, default=100, help="kvx sources per subtask")
+    args = parser.parse_args()
+    tasks = registry("task")
+    totals: dict[str, int] = defaultdict(int)
+    for workload, tokens in WORKLOADS.items():
+        release = release_sources(args.release, workload)
+        for name in SUBTASKS:
+            mine = [s for s in release if s.task == name]
+            task = tasks.get(f"ruler_{name}")()
+            sources = task.sources(args.sources, 0, tokens, words)
+            ours = set()
+            answers = set()
+            for source in sources:
+                ours |= hashes(f"{source.context}\n{source.question}")
+                ours |= hashes(f"{source.context}\n{source.question} {source.answer_prefix}")
+                answers.add(frozenset(source.answers))
+            references = [s.references for s in mine]
+            hash_hits = sum(s.prompt_hash in ours for s in mine)
+            answer_hits = sum(frozenset(r) in answers for r in references)
+            line = f"{workload} {name}: {len(mine)} sources; hash {hash_hits}; kvx answers {answer_hits}"
+            if name in ESSAY_TASKS:
+                calls = {a: i for i, a in reversed(list(enumerate(stream(ESSAY_TASKS[name], CALLS))))}
+                found = [calls[r] for r in references if r in calls]
+                line += f"; RULER stream {len(found)} (calls {min(found)}-{max(found)})"
+                totals["stream"] += len(found)
+                totals["stream_of"] += len(mine)
+            totals["sources"] += len(mine)
+            totals["hash"] += hash_hits
+            totals["answers"] += answer_hits
+            print(line, flush=True)
+    print(
+        f"total: {totals['sources']} sources; hash {totals['hash']}; kvx answers {totals['answers']}; "
+        f"RULER stream {totals['stream']} of the {totals['stream_of']} essay-haystack NIAH sources"
+    )
+
+
+if __name__ == "__main__":
+    main()
