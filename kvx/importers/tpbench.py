@@ -83,6 +83,7 @@ class Layout:
     probe_type: str  # the release's serialized probe type
     #: cell fields the release's README gives this run (its reader settings where they set it apart)
     fields: tuple[tuple[str, Any], ...] = ()
+    reader: str = "llama"  # llama | mistral, unless the file name says (its reader group)
 
 
 LAYOUTS = (
@@ -105,6 +106,7 @@ LAYOUTS = (
         re.compile(r"^(?P<dataset>sgd|mw)_r(?P<budget>\d+)_s(?P<seed>\d+)_p3_scored\.jsonl$"),
         "tpbench_p2",
         "P3",
+        reader="mistral",
     ),
     Layout(  # the paper's P3 (serialized P1_LATE), Llama, Mistral and ChunkKV (on Llama), r = 0.30
         "diagnostics/update_evidence",
@@ -285,7 +287,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _scored_file(file: Path, layout: Layout, match: re.Match[str], dataset: str) -> ScoredFile:
     groups = match.groupdict()
-    budget, seed, reader = groups.get("budget"), groups.get("seed"), groups.get("reader")
+    budget, seed, reader = groups.get("budget"), groups.get("seed"), groups.get("reader") or layout.reader
     deletion = "budget" not in layout.pattern.groupindex and layout.task == "tpbench_p2"
     if deletion:
         seed = str(DELETION_SEED)

@@ -346,6 +346,14 @@ def test_aggregate_rebuilds_table_3(imported: tuple[Path, int], tmp_path: Path) 
     assert p2.loc["chunkkv", "budget"] == "cache 0.3" and p2.loc["recency", "budget"] == "turns 0.3"
     assert p2.loc["recency", "abstain_rate"] == pytest.approx(1 / 2)
     assert p2.loc["llmlingua2", "parse_failure_rate"] == pytest.approx(1 / 2)  # R: format_error 1
+    # the paper's rule gives the release's own means (sgd_r30_s42_p3_aggregate.json above): every probe
+    # in n, a reader error 0, S's answers scored though its full-context answer is an error
+    paper = {"full context": 2 / 4, "recency": 2 / 4, "uniform_stride": 2 / 4, "llmlingua2": 1 / 4}
+    paper["chunkkv"] = 2 / 4  # P 1, Q 0, R 0, S 1 (unpaired, as the release scored it)
+    for method, mean in paper.items():
+        assert (p2.loc[method, "paper_n"], p2.loc[method, "paper_strict_accuracy"]) == (4, mean), method
+    # offline, an unsupported answer would leave the method N/A under the rule: none here
+    assert (p2["n_unsupported"] == 0).all()
 
 
 def test_bad_input(release: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -464,3 +472,189 @@ def test_labels_give_the_slot_and_values_and_the_evidence_location(imported: tup
     assert answer["update_states_value"] is True  # origin 20 is among the evidence turns [20, 21]
     assert answer["evidence_turns"] == 2
     assert "slot" not in _by(records, R, "recency")["compressed"]["details"]
+
+
+# The release's other scored files, by hand: paper P3 (serialized P1_LATE; scorer_paper_p3.py), Llama
+# and ChunkKV at seed 42; Mistral's P2 (diagnostics/mistral_128, the main files' layout); the paired
+# deletions (update_evidence/p2_scored_llama.jsonl: both corpora, seed 42, cf_origin_minus_* methods).
+A3, B3 = "v20_sgd_9_00001__qa_00", "v20_sgd_9_00002__qa_00"
+M = "v20_multiwoz_MUL0001.json__qa_00"
+# P3: probe -> method -> (joint strict, joint loose) or ERR
+P3 = {
+    A3: {"full_context": (1, 1), "uniform_stride": (1, 1)},
+    B3: {"full_context": (0, 1), "uniform_stride": ERR},
+}
+P3_CHUNKKV = {A3: (0, 1), B3: (1, 1)}
+
+
+def p3_row(probe: str, method: str, scores: tuple | str) -> dict:
+    row: dict = {
+        "dialogue_id": probe,
+        "dataset": "sgd",
+        "method": method,
+        "probe_type": "P1_LATE",
+        "meta": _meta() | {"sample_seed": 42},
+        "gold_story_label": "i want to find a bus",
+        "gold_value": "12:45 pm",
+        "primary_scorer": "paper_p3_segment_local_v1",
+    }
+    if scores == ERR:  # a reader error: every score 0 (scorer_paper_p3.py on an empty answer)
+        zeros = ("p3_joint_strict", "p3_joint_loose", "p3_goal_correct", "p3_value_strict", "p3_value_loose")
+        return (
+            row
+            | dict.fromkeys(zeros, 0)
+            | {"error": "CUDA out of memory", "abstain": False, "pred_value": ""}
+        )
+    strict, loose = scores
+    return row | {
+        "error": None,
+        "abstain": False,
+        "pred_value": "find a bus; leaving time: 12:45 pm",
+        "p3_joint_strict": strict,
+        "p3_joint_loose": loose,
+        "p3_goal_correct": loose,
+        "p3_value_strict": strict,
+        "p3_value_loose": loose,
+        "p3_segment_parse": 1,
+        "p1late_combined_strict": strict,
+        "p1late_combined": loose,
+    }
+
+
+def deletion_row(probe: str, method: str, answer: str | None, dataset: str = "sgd") -> dict:
+    """A P2 row of the deletion file: ``answer`` the reader's value (None: a reader error)."""
+    gold = {P: GOLD[P], Q: GOLD[Q], M: "italian"}[probe]
+    if answer is None:
+        return p2_row(probe, method, ERR) | {"dataset": dataset}
+    right = int(answer == gold)
+    row = p2_row(P, method, (right, right, 0))  # P's layout, then this probe's values
+    return row | {"dialogue_id": probe, "dataset": dataset, "pred_value": answer, "gold_value": gold}
+
+
+def make_more(root: Path) -> Path:
+    evidence = root / "results/diagnostics/update_evidence"
+    rows = [p3_row(p, m, s) for p, methods in P3.items() for m, s in methods.items()]
+    _jsonl(evidence / "p3_sgd_s42_scored_llama.jsonl", rows)
+    _jsonl(
+        evidence / "p3_sgd_s42_scored_chunkkv.jsonl",
+        [p3_row(p, "chunkkv_r03_kvpress", s) for p, s in P3_CHUNKKV.items()],
+    )
+    stated = {
+        "full_context": {"n": 2, "p3_joint_strict": 0.5},
+        "uniform_stride": {"n": 2, "p3_joint_strict": 0.5},
+    }
+    (evidence / "p3_sgd_s42_aggregate_llama.json").write_text(json.dumps(stated))
+    mistral = root / "results/diagnostics/mistral_128/sgd_r30_s42_p3_scored.jsonl"
+    mistral.parent.mkdir(parents=True)
+    shutil.copy(root / "results/main/sgd_r30_s42_p3_scored.jsonl", mistral)
+    # P: the update turn removed, the reader gives the replaced value (12 pm, from the labels); Q's
+    # control is a reader error; M (MultiWOZ): the replaced value chinese
+    rows = [
+        deletion_row(P, "full_context", GOLD[P]),
+        deletion_row(P, "cf_origin_minus_origin", "12 pm"),
+        deletion_row(P, "cf_origin_minus_control_origin", GOLD[P]),
+        deletion_row(Q, "full_context", GOLD[Q]),
+        deletion_row(Q, "cf_origin_minus_origin", GOLD[Q]),
+        deletion_row(Q, "cf_origin_minus_control_origin", None),
+        deletion_row(M, "full_context", "italian", "multiwoz"),
+        deletion_row(M, "cf_origin_minus_origin", "chinese", "multiwoz"),
+        deletion_row(M, "cf_origin_minus_control_origin", "italian", "multiwoz"),
+    ]
+    _jsonl(evidence / "p2_scored_llama.jsonl", rows)
+    methods = ("full_context", "cf_origin_minus_origin", "cf_origin_minus_control_origin")
+    stated = {  # the release's means: Q's control error scored 0, in n
+        "sgd": {m: {"n": 2, "p3_em_strict": v} for m, v in zip(methods, (1.0, 0.5, 0.5))},
+        "multiwoz": {m: {"n": 1, "p3_em_strict": v} for m, v in zip(methods, (1.0, 0.0, 1.0))},
+    }
+    (evidence / "p2_aggregate_llama.json").write_text(json.dumps(stated))
+    _jsonl(
+        evidence / "multiwoz_goal_labels.jsonl",
+        [{"dialogue_id": M, "old_value": "chinese", "new_value": "italian"}],
+    )
+    labels = evidence / "sgd_goal_labels.jsonl"
+    rows = [json.loads(x) for x in labels.read_text().splitlines()]
+    _jsonl(labels, rows + [{"dialogue_id": Q, "old_value": "Anaheim", "new_value": GOLD[Q]}])
+    return root
+
+
+def test_p3_mistral_and_deletion_files(release: Path, tmp_path: Path) -> None:
+    """The paper's P3, Mistral's P2 and the deletions import beside P1/P2 and aggregate into Tables 12,
+    17, 25 and Figure 3's numbers, under the paper's rule (a reader error wrong, in n) by hand."""
+    from kvx.aggregate.__main__ import main as aggregate
+
+    copy = tmp_path / "TPBench"
+    shutil.copytree(release, copy)
+    make_more(copy)
+    out = tmp_path / "out"
+    assert main(["tpbench", str(copy), "--out", str(out), "--quiet"]) == 0
+    manifest = json.loads((out / "import_manifest.json").read_text())
+    assert manifest["checks"]["release_aggregates"]["differences"] == []
+    assert {f["path"] for f in manifest["files_read"]} >= {
+        "results/diagnostics/update_evidence/p3_sgd_s42_scored_llama.jsonl",
+        "results/diagnostics/update_evidence/p3_sgd_s42_aggregate_llama.json",
+        "results/diagnostics/update_evidence/p2_scored_llama.jsonl",
+        "results/diagnostics/update_evidence/p2_aggregate_llama.json",
+        "results/diagnostics/mistral_128/sgd_r30_s42_p3_scored.jsonl",
+    }
+    records = _records(out)
+    chunk = [r for r in records if r["task"] == "tpbench_p3" and r["compressor"] == "chunkkv"]
+    assert len(chunk) == 2 and {r["status"] for r in chunk} == {"supported"}  # Llama's P3 controls
+    deleted = [r for r in records if r["cell"]["fields"].get("transform") == "delete_turns"]
+    assert {r["cell"]["fields"]["max_new_tokens"] for r in deleted} == {128} and len(deleted) == 6
+    assert {r["cell"]["fields"]["task.corpus"] for r in deleted} == {"sgd", "multiwoz22"}
+    mistral = [r for r in records if r["reader"] == "mistralai/Mistral-7B-Instruct-v0.3"]
+    assert len(mistral) == 12 and {r["task"] for r in mistral} == {"tpbench_p2"}
+
+    report = tmp_path / "report"
+    only = "tpbench_p2,tpbench_p3,tpbench_deletion"  # and what they need; the figure of the last
+    args = [
+        "--records",
+        str(out),
+        "--out",
+        str(report),
+        "--no-log",
+        "--quiet",
+        "--boot",
+        "20",
+        "--only",
+        only,
+    ]
+    assert aggregate(args) == 0
+    p3 = pd.read_csv(report / "tpbench_p3.csv").set_index("method")
+    # uniform stride: A right, B a reader error: kvx 1 of 1, the paper 1 of 2 (its aggregate's 0.5)
+    stride = p3.loc["uniform_stride"]
+    assert (stride["n"], stride["n_error"], stride["paper_n"]) == (1, 1, 2)
+    assert (stride["strict_accuracy"], stride["paper_strict_accuracy"]) == (1.0, 0.5)
+    assert p3.loc["chunkkv", "budget"] == "cache 0.3" and p3.loc["chunkkv", "paper_strict_accuracy"] == 0.5
+    assert p3.loc["full context", "paper_loose_accuracy"] == 1.0
+    p2 = pd.read_csv(report / "tpbench_p2.csv")
+    mine = p2[p2["reader"].str.startswith("mistralai")].set_index("method")
+    # Mistral's file is the Llama file's copy: recency P 1, Q an error (0), R 0, S 1 (the release scored
+    # it though S's full-context answer is an error) = 2 of 4, the release's 0.5; kvx's own: 1 of 2
+    assert (mine.loc["recency", "paper_n"], mine.loc["recency", "paper_strict_accuracy"]) == (4, 0.5)
+    assert (mine.loc["recency", "n"], mine.loc["recency", "strict_accuracy"]) == (2, 0.5)
+    assert mine.loc["full context", "paper_strict_accuracy"] == 0.5  # P 1, Q 1, R 0, S an error (0)
+    deletion = pd.read_csv(report / "tpbench_deletion.csv")
+    sgd = deletion[(deletion["corpus"] == "sgd") & (deletion["deletion"] == "update")].iloc[0]
+    # P: full right, deleted wrong (the replaced value), control right; Q: full right, deleted right,
+    # control a reader error (wrong, in n)
+    assert (sgd["n_paired"], sgd["n_control_error"]) == (2, 1)
+    assert (sgd["full_strict_accuracy"], sgd["deleted_strict_accuracy"], sgd["control_strict_accuracy"]) == (
+        1.0,
+        0.5,
+        0.5,
+    )
+    assert (sgd["deleted_superseded_rate"], sgd["control_superseded_rate"]) == (0.5, 0.0)
+    assert (sgd["b"], sgd["c"]) == (1, 1)
+    mw = deletion[(deletion["corpus"] == "multiwoz22") & (deletion["deletion"] == "update")].iloc[0]
+    assert (mw["full_strict_accuracy"], mw["deleted_strict_accuracy"], mw["deleted_superseded_rate"]) == (
+        1,
+        0,
+        1,
+    )
+    figures = sorted(p.name for p in report.glob("tpbench_figure3_*.png"))  # one per corpus (seed 42)
+    assert [name.split("_tpbench_p2")[0] for name in figures] == [
+        "tpbench_figure3_multiwoz22",
+        "tpbench_figure3_sgd",
+    ]
+    assert all("max_new_tokens-128" in name and name.endswith("_42.png") for name in figures)
