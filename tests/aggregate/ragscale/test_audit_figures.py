@@ -142,3 +142,11 @@ def test_each_figure_is_drawn_from_the_miniature(audited: Path, tmp_path: Path) 
         assert draw(pd.DataFrame(), tmp_path / "none") == []
     assert excess_flips_plot(panel.assign(excess_flips=math.nan), tmp_path / "none") == []
     assert not (tmp_path / "none").exists()
+
+
+def test_the_musique_preset_names_the_shortlist_panel() -> None:
+    from kvx.core.conf import conf_dir
+
+    text = (Path(conf_dir()) / "experiment" / "ragscale" / "musique_summary.yaml").read_text()
+    assert "audit_shortlist" in text and "shortlist_<panel>_<metric>.png" in text
+    assert "python -m kvx.aggregate --sweep latest --seed 20260821 --boot 5000 --splits 5000" in text

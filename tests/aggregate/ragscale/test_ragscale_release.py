@@ -390,3 +390,26 @@ def test_a_text_holding_a_line_separator_stays_one_record(tmp_path: Path) -> Non
     scores = tmp_path / "scores.jsonl"
     scores.write_text(json.dumps(row, ensure_ascii=False) + "\n", encoding="utf-8")
     assert read_scores(scores)["raw_answer"].tolist() == [text]
+
+
+def test_the_worked_example_draws_figures_1_and_3(tmp_path: Path) -> None:
+    """The release's exact-match rows give Figure 1's endpoint bars, Figure 3's excess flips and its
+    shortlist panel, in the aggregate folder and the report, with the release's own numbers."""
+    scores = pd.read_csv(FIXTURE / "paired_scores.csv", dtype=str, keep_default_na=False)
+    scores[scores["metric"] == "exact_match"].to_csv(tmp_path / "paired_scores.csv", index=False)
+    out = tmp_path / "out"
+    args = ["--scores", str(tmp_path / "paired_scores.csv"), "--out", str(out), "--no-log", "--quiet"]
+    args += ["--only", "audit_endpoints,audit_shortlist,audit_panel", "--boot", "20", "--splits", "20"]
+    assert main(args) == 0
+    drawn = sorted(p.name for p in out.glob("*.png"))
+    panel = "hotpotqa-demo-100_llm-summary-qwen-qwen3-14b_text_-_exact_match"
+    assert drawn == [f"endpoints_{panel}.png", "excess_flips.png", f"shortlist_{panel}.png"]
+    html = (out / "report.html").read_text()
+    assert all(Path(name).stem in html for name in drawn)
+    (m,) = [m for m in _summary()["metrics"] if m["metric"] == "exact_match"]
+    row = pd.read_csv(out / "audit_endpoints.csv").iloc[0]
+    assert (row.low_raw_mean, row.low_comp_mean) == (m["current_raw"], m["current_compressed"])
+    assert (row.high_raw_mean, row.high_comp_mean) == (m["candidate_raw"], m["candidate_compressed"])
+    assert row.lost_share == pytest.approx(1 - m["upgrade_retention"], abs=1e-12)
+    winners = pd.read_csv(out / "audit_shortlist.csv")[["raw_winner", "comp_winner"]].drop_duplicates()
+    assert winners.values.tolist() == [["meta-llama/llama-3.3-70b-instruct"] * 2]
