@@ -51,7 +51,17 @@ NEEDS = {
 }
 #: public data kvx does not ship, each from where the page says
 DATA = frozenset(
-    {"SGD", "MultiWOZ", "TPBench", "KVDiagnosis", "Qasper", "HotpotQA", "ragscale", "LongMemEval"}
+    {
+        "SGD",
+        "MultiWOZ",
+        "TPBench",
+        "KVDiagnosis",
+        "Qasper",
+        "HotpotQA",
+        "ragscale",
+        "LongMemEval",
+        "AnswerEquivalence",
+    }
 )
 MARK = re.compile(r"\bneeds: ([a-z][a-z-]*(?::[A-Za-z0-9_-]+)?(?:, [a-z][a-z-]*(?::[A-Za-z0-9_-]+)?)*)")
 FENCE = re.compile(r"^```\s*(\S*)")
