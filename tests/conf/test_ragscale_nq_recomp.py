@@ -24,7 +24,7 @@ def test_the_preset_sweeps_top5_and_the_raw_fallback() -> None:
         "transform.raw_fallback": "false,true",
     }
     assert cfg.transform.top_passages == 5 and cfg.transform.model == "fangyuan/nq_extractive_compressor"
-    assert cfg.task.raw == "all" and cfg.n_sources == 324
+    assert cfg.task.raw == "all" and cfg.n_sources == 323
     text = (Path(conf_dir()) / "experiment" / f"{NAME}.yaml").read_text()
     assert "--seed 20260821 --boot 5000 --splits 5000" in text
 
