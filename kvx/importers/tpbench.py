@@ -12,8 +12,18 @@ What is read (the release's ``README.md`` and ``RESULTS_MAP.md`` name the files;
   ``pred_value``/``norm_pred``, ``gold_value``/``norm_gold``, ``err`` (a reader error, scored 0 by the
   release), ``meta`` (turns, update turn, evidence turns) and ``p2_loose_matcher``; corrected LLMLingua
   rows add ``error`` and ``format_error``. ``chunkkv_<sgd|mw>_r30_p3_scored.jsonl`` holds ChunkKV's.
-- ``<same stem>_aggregate.json`` beside a scored file: the release's per-method means, checked
-  against what was read (the release counts a reader error as a wrong answer; kvx does not).
+- ``results/diagnostics/mistral_128/<sgd|mw>_r<rr>_s<seed>_p3_scored.jsonl``: Mistral's P2, the
+  main files' layout (reader ``mistralai/Mistral-7B-Instruct-v0.3``).
+- ``results/diagnostics/update_evidence/p3_<sgd|multiwoz>_s<seed>_scored_<llama|mistral|chunkkv>.jsonl``:
+  the paper's P3 (serialized ``P1_LATE``, ``scripts/scorer/scorer_paper_p3.py``): ``p3_joint_strict`` /
+  ``p3_joint_loose`` (segment-local), ``p3_goal_correct``, ``p3_value_*``, ``p3_segment_parse``, the
+  whole-field ``p1late_combined*``, ``gold_story_label`` and ``gold_value``, ``error``. ChunkKV's file
+  (on Llama) has no full_context rows: it pairs with Llama's file of its seed.
+- ``results/diagnostics/update_evidence/p2_scored_llama.jsonl``: the paired deletions (paper Tables
+  11-13), both corpora in one file, seed 42, methods ``full_context`` and ``cf_origin_minus_*``.
+- ``<same stem>_aggregate.json`` beside a scored file (``_scored`` -> ``_aggregate``): the release's
+  per-method means, checked against what was read (the release counts a reader error as a wrong
+  answer, in n: the paper's rule, which the aggregate's paper tables follow; kvx's own columns do not).
 
 The release's ``full_context`` method is the FullCache control of its file: it becomes the control
 ledger and the full answer of every record of the same probe, seed and budget; every other method
@@ -215,7 +225,13 @@ FIELD_MAPPING = {
 CAVEATS = {
     "output": "the scored files keep the parsed value (pred_value), not the reader's raw reply",
     "reader errors": "the release scores a reader error as wrong (0) and keeps it in n; kvx counts it as an "
-    "error, so a method with error rows has a smaller n and may differ from the release's mean",
+    "error, so kvx's own n is smaller; the aggregate's paper_* columns and paper tables follow the release",
+    "unpaired answers": "a probe whose full_context answer is a reader error has no control (an error in "
+    "kvx); the release scored its other answers, kept in provenance.unpaired_answer for the paper's rule",
+    "deletion runs": "128 output tokens and SDPA (README's reader settings): max_new_tokens=128 in their "
+    "cells, so their full-context answers are a control group apart from the main P2 files'",
+    "superseded (P2)": "normalized equality with the labels' old_value (paper Table 13), not "
+    "alias-equivalent to the reference; absent where the labels give no old value",
     "chunkkv seed": "inferred from the probe ids (the README says ChunkKV uses seed 42)",
     "chunkkv budget": "chunkkv_r03_kvpress keeps 30% of the cache (kvpress ratio 0.7), as the paper's "
     "'a KV method keeps the fraction r of the KV cache'",
@@ -223,7 +239,6 @@ CAVEATS = {
 LEFT_OUT = {
     "meta (other fields)": "kept whole in provenance.release.meta",
     "correction_provenance, correction_check_id": "kept in provenance.release",
-    "superseded (P2)": "the release gives no superseded-value flag",
     "f1 (P1, results/p1_saved)": "the rows give no token F1 (seed_summary.json has the release's means)",
 }
 

@@ -127,6 +127,13 @@ def test_accuracy_seed_spread_counts_and_rates_by_hand(tmp_path: Path) -> None:
     assert stride["strict_accuracy"] == pytest.approx(5 / 7)
     assert stride["strict_accuracy_seed_mean"] == pytest.approx((3 / 4 + 2 / 3) / 2)
     assert stride["strict_accuracy_seed_sd"] == pytest.approx((3 / 4 - 2 / 3) / math.sqrt(2))
+    # the paper's rule: the unsupported answer (a method not run, e.g. llmlingua2 offline) leaves the
+    # paper's accuracy N/A with the count beside, never 5 of 7; recency has no error: the same as kvx's
+    assert (stride["paper_n"], stride["n_unsupported"]) == (7, 1)
+    assert math.isnan(stride["paper_strict_accuracy"]) and math.isnan(
+        stride["paper_strict_accuracy_seed_mean"]
+    )
+    assert (recency["paper_n"], recency["paper_strict_accuracy"]) == (8, pytest.approx(3 / 8))
     full = row(p2, method="full context")
     assert (full["budget"], full["n"], full["n_unsupported"]) == ("full", 8, 0)  # one per source and seed
     assert full["strict_accuracy"] == pytest.approx(6 / 8) and full["strict_accuracy_seed_sd"] == 0.0
