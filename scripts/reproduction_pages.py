@@ -24,7 +24,10 @@ PAGES = ROOT / "docs" / "reproduce"
 #: what a status means, as the page's legend says it
 STATUSES = {
     "release": "reproduced from the release's own files, pinned by the tests named",
-    "runnable": "kvx runs it; the tests named run it at a small size here, and the paper's numbers need what the command is marked with",
+    "runnable": (
+        "kvx runs it; the tests named run it at a small size here, "
+        "and the paper's numbers need what the command is marked with"
+    ),
     "not_reproducible": "kvx cannot make it, for the reason given",
     "not_a_result": "a description (scope, software, licences, examples), nothing to compute",
 }

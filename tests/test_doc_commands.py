@@ -134,7 +134,7 @@ SCENARIOS = (
 )
 
 IMPORTED_KVDIAGNOSIS = "tests/importers/test_kvdiagnosis.py::imported"
-SCORES = "python -m kvx.aggregate --scores paired_scores.csv [--manifest artifact_manifest.jsonl] --boot 2000"
+SCORES = "python -m kvx.aggregate --scores paired_scores.csv --manifest artifact_manifest.jsonl --boot 2000"
 COVERED = (
     Covered("bash scripts/setup.sh", ".ci/run", "bash scripts/setup.sh"),
     Covered("python -m pytest -n auto", ".ci/run", ".venv/bin/python -m pytest -n auto"),
@@ -142,6 +142,11 @@ COVERED = (
     Covered("ruff format --check .", ".ci/run", ".venv/bin/ruff format --check ."),
     Covered("mkdocs build --strict", ".ci/run", ".venv/bin/mkdocs build --strict"),
     Covered("bash scripts/wheel_check.sh", ".ci/run", "bash scripts/wheel_check.sh"),
+    Covered(
+        "python scripts/reproduction_pages.py",
+        "tests/test_reproduction_pages.py::test_the_page_is_generated_from_its_spec",
+        "GENERATOR.render(SPECS[name], name)",
+    ),
     Covered("kvx --help", "scripts/wheel_check.sh", '"$WORK/venv/bin/kvx" --help'),
     Covered("python -m kvx.aggregate --strict", "scripts/wheel_check.sh", '"$VPY" -m kvx.aggregate --strict'),
     Covered('mkdocs build --strict -d "$(mktemp -d)"', ".ci/run", 'mkdocs build --strict -d "$(mktemp -d)"'),
