@@ -23,7 +23,7 @@ from matplotlib.axes import Axes
 
 from kvx.aggregate.catalogue import figure
 from kvx.aggregate.publish.plots import LINE_COLORS, groups_of, is_missing, new_figure, save, slug
-from kvx.core.records import PANEL_METRIC
+from kvx.core.records import PANEL, PANEL_METRIC
 
 __all__ = ["endpoint_bars", "excess_flips_plot", "shortlist_plot"]
 
@@ -85,9 +85,12 @@ def _endpoint_panel(ax: Axes, row: Any) -> None:
 @figure("excess_flips_plot", "audit_panel")  # ragscale Figure 3, left
 def excess_flips_plot(panel: pd.DataFrame, out: Path) -> list[Path]:
     """Figure 3 (left): reversal rates of raw-separated reader pairs, raw replay against compression,
-    one row per panel x metric; a row without an eligible pair says N/A."""
+    one row per panel x metric (HotpotQA EM, HotpotQA F1, MuSiQue EM ... as the paper orders them); a
+    row without an eligible pair says N/A."""
     if panel.empty or not np.isfinite(panel["excess_flips"].astype(float)).any():
         return []
+    # each panel's metrics together (the table lists panels within a metric), panels as first seen
+    panel = pd.concat([group for _, group in groups_of(panel, PANEL)], ignore_index=True)
     labels = [_title(*key) for key in panel[PANEL_METRIC].astype(str).itertuples(index=False)]
     fig, (ax,) = new_figure(8.0, 0.55 * len(panel) + 1.6, labels=labels)
     ys = np.arange(len(panel))
