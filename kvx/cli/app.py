@@ -21,11 +21,20 @@ from kvx.cli.sources import instantiate
 from kvx.core.commands import Failed
 from kvx.core.errors import ConfigError
 from kvx.core.identity import digest
-from kvx.core.records import as_dicts, cell_metrics, cost_metrics, dumps, served_metrics
+from kvx.core.records import (
+    SCHEMA_VERSION,
+    Record,
+    as_dicts,
+    cell_metrics,
+    cost_metrics,
+    dumps,
+    served_metrics,
+)
 from kvx.modeling.heap import PeakMemory
 from kvx.modeling.reader import load_reader, reader_identity
 from kvx.pipeline.cell import Cell
 from kvx.pipeline.judge import judge_cells, judge_metrics
+from kvx.pipeline.rediagnose import Answered, kept_diagnostics
 from kvx.pipeline.served import connect
 from kvx.stores import leases, tracing, tracking
 
@@ -141,13 +150,16 @@ def _open(
     if parent:  # the sweep's plan: the aggregate expects exactly the cells its jobs are, never more
         client.set_tag(parent, f"{tracking.PLAN}{identity.id}", name[:5000])
     done = tracking.finished_run_with(client, exp_id, tracking.CELL_ID, identity.id)
-    stale = None
+    stale, answered = None, None
     if done is not None and cfg.force:
         stale = "force=true"
     elif done is not None and done.data.metrics.get("n_error"):  # errors may be transient or fixed since
         stale = f"{done.data.metrics['n_error']:.0f} error records"
     elif done is not None and done.data.tags.get(tracking.DIAGNOSTICS, "") != diagnostics:
-        stale = f"diagnostics were [{done.data.tags.get(tracking.DIAGNOSTICS, '')}], now [{diagnostics}]"
+        before = done.data.tags.get(tracking.DIAGNOSTICS, "")
+        stale = f"diagnostics were [{before}], now [{diagnostics}]"
+        labels = [(n, diagnostic_label(n, d)) for n, d in cell.diagnostics]
+        answered = _answered(client, done.info.run_id, kept_diagnostics(before, labels))
     elif done is not None and done.data.tags.get(tracking.JUDGE, "none") != judge:
         stale = f"judge was {done.data.tags.get(tracking.JUDGE, 'none')}, now {judge}"
     if done is not None and stale is None:
@@ -156,8 +168,18 @@ def _open(
             client.set_tag(parent, f"{tracking.REUSED}{identity.id}", done.info.run_id)
         return dict(done.data.metrics)
     replaced = None  # the sweep whose cell this run replaces: its job is done by this run
-    if done is not None:  # one setting is one cell: the new run replaces the old one
+    if done is not None and answered is not None:  # diagnostics only: the recorded answers stand
+        kept = f"; kept: {', '.join(answered.kept)}" if answered.kept else ""
+        log.info(
+            "diagnose %s again: its answers stand, replacing run %s (%s%s)",
+            name,
+            done.info.run_id,
+            stale,
+            kept,
+        )
+    elif done is not None:  # one setting is one cell: the new run replaces the old one
         log.info("recompute %s: replacing run %s (%s)", name, done.info.run_id, stale)
+    if done is not None:  # one setting is one cell: the new run replaces the old one
         client.delete_run(done.info.run_id)
         replaced = done.data.tags.get(tracking.MLFLOW_PARENT)
     tags = {
@@ -193,6 +215,7 @@ def _open(
     )
     cell_run.lease = lease
     cell_run.replaced = replaced if replaced != parent else None
+    cell_run.answered = answered
     try:
         params = {**identity.flat(), **{f"choices.{g}": v for g, v in typed.items()}}
         params.update(ratio=cfg.ratio, budget_tokens=cfg.budget_tokens, diagnostics=diagnostics, judge=judge)
@@ -229,7 +252,8 @@ def _compute(group: list[_CellRun], session: Session) -> dict[str, float]:
         if served:
             results = eng.run_served(cells, reader, progress, hashes)
         else:
-            results = eng.run_cells(cells, reader, progress, hashes, tracers, resume, release=True)
+            answered = [c.answered for c in group]
+            results = eng.run_cells(cells, reader, progress, hashes, tracers, resume, True, answered)
     computed = eng.controls.computed - before
     jobs = [(c.names["judge"], instantiate(c.cfg, "judge"), r) for c, r in zip(group, results, strict=True)]
     jobs = [job for job in jobs if not job[1].identity]
@@ -247,6 +271,7 @@ def _compute(group: list[_CellRun], session: Session) -> dict[str, float]:
             metrics["requests_sent"] = reader.chat.counts["requests"] - requests_before if i == 0 else 0
         metrics["traced_sources"] = tracer.traced
         metrics["resumed_sources"] = eng.resumed.pop(cell_run.identity.id, 0)
+        metrics["rediagnosed_sources"] = eng.rediagnosed.pop(cell_run.identity.id, 0)
         decodes = eng.decodes.pop(cell_run.identity.id, {})
         metrics["decoded_batched"] = decodes.get("batched", 0)
         metrics["decoded_alone"] = sum(n for how, n in decodes.items() if how != "batched")
@@ -274,6 +299,7 @@ class _CellRun:
     session: Session
     lease: leases.Claim | None = None
     replaced: str | None = None  # the earlier sweep whose run of this cell this one replaces
+    answered: Answered | None = None  # the replaced run's records, when only its diagnostics change
 
     @property
     def reader_key(self) -> str:
@@ -322,6 +348,26 @@ class _CellRun:
                 f"marked FAILED and {self.session.finished} finished cell(s) are kept: free space and rerun "
                 "the same command"
             ) from exc
+
+
+def _answered(client: Any, run_id: str, kept: tuple[str, ...]) -> Answered | None:
+    """A finished run's records, whose answers stand when only the cell's diagnostics change; None
+    (recompute the cell) when they cannot be read or another schema version wrote them."""
+    import tempfile
+
+    from mlflow.exceptions import MlflowException
+
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            path = client.download_artifacts(run_id, "records.jsonl", folder)
+            lines = Path(path).read_text(encoding="utf-8").split("\n")  # \n only: an answer may hold U+2028
+            records = [Record.from_dict(json.loads(line)) for line in lines if line]
+        except (OSError, ValueError, TypeError, KeyError, MlflowException) as exc:
+            log.info("run %s: its records cannot be read (%s); the cell is recomputed", run_id, exc)
+            return None
+    if any(r.schema_version != SCHEMA_VERSION for r in records):
+        return None
+    return Answered({r.key: r for r in records}, kept)
 
 
 def _params(items: list[tuple[str, str]]) -> list[Any]:

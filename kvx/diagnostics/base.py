@@ -53,6 +53,12 @@ class Diagnostic(ABC):
         """Diagnostics whose results on the same record this one reads: they must run before it."""
         return ()
 
+    def restore(self, result: dict[str, Any], context: Any) -> None:
+        """Put back what this diagnostic hands later ones (``context.shared``) from its stored
+        ``result``, where that result stands instead of being measured again (diagnostics added to a
+        finished cell, ``kvx.pipeline.rediagnose``). Most hand nothing on."""
+        return None
+
     @abstractmethod
     def measure(self, context: Any) -> DiagnosticResult:
         """Measure one supported compressed record, or say why it does not apply."""

@@ -25,7 +25,8 @@ class DiagnosticContext:
     reader: LoadedReader
     source: Source
     prompt: Prompt
-    run: CompressedRun
+    #: the compressed run, or what builds it when first read (:attr:`run`)
+    compressed: CompressedRun | Callable[[], CompressedRun]
     record: dict[str, Any]
     #: the cell's decoding budget, for diagnostics that decode again
     max_new_tokens: int
@@ -36,6 +37,13 @@ class DiagnosticContext:
     #: stored results of the diagnostics that already ran on this record, by name (the
     #: intervention's cohort reads Table 4's rules from them)
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @cached_property
+    def run(self) -> CompressedRun:
+        """The compressed run the answer was decoded from. Where the answers were recorded earlier (a
+        finished cell's added diagnostics), it is built when a diagnostic first reads it, so a record
+        no diagnostic measures on a cache never compresses its context again."""
+        return self.compressed() if callable(self.compressed) else self.compressed
 
     @cached_property
     def alignment(self) -> Alignment:

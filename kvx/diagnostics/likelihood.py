@@ -10,7 +10,7 @@ cell. The context is never prefilled again.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from kvx.diagnostics.base import Diagnostic, DiagnosticResult
 from kvx.diagnostics.context import DiagnosticContext
@@ -20,6 +20,11 @@ from kvx.modeling.reader import attn_implementation
 if TYPE_CHECKING:  # torch and transformers are imported where used, not when the plugin loads
     import torch
     from transformers import Cache, PreTrainedModel
+
+
+def gold_ranks(values: dict[str, Any]) -> dict[str, Any]:
+    """The gold-rank values of a likelihood result, which the decoding diagnostic reports too."""
+    return {k: v for k, v in values.items() if k.startswith("gold_rank")}
 
 
 def feed(model: PreTrainedModel, cache: Cache, ids: torch.Tensor, start: int, keep: int) -> torch.Tensor:
@@ -92,5 +97,9 @@ class Likelihood(Diagnostic):
         )
         values = dict(distribution_metrics(full, comp, reference[0], eps=self.epsilon, k=self.top_k))
         values["reference_ids"] = reference[0].tolist()
-        context.shared["gold_ranks"] = {k: v for k, v in values.items() if k.startswith("gold_rank")}
+        context.shared["gold_ranks"] = gold_ranks(values)
         return DiagnosticResult("measured", values)
+
+    def restore(self, result: dict[str, Any], context: DiagnosticContext) -> None:
+        if result.get("status") == "measured":  # the decoding diagnostic reads its gold ranks
+            context.shared["gold_ranks"] = gold_ranks(result["values"])

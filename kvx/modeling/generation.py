@@ -39,6 +39,19 @@ def eos_ids(model: PreTrainedModel) -> list[int]:
 
 
 @torch.inference_mode()
+def question_logits(
+    model: PreTrainedModel, cache: Cache, feed_ids: torch.Tensor, start_position: int
+) -> torch.Tensor:
+    """Feed ``feed_ids`` after ``cache`` (positions from ``start_position``) and return the logits after
+    the last one: a decode's first step, which diagnostics also take alone on a finished cell's cache."""
+    position_ids = torch.arange(
+        start_position, start_position + feed_ids.shape[1], device=feed_ids.device
+    ).unsqueeze(0)
+    out = model(input_ids=feed_ids, past_key_values=cache, position_ids=position_ids, logits_to_keep=1)
+    return out.logits[0, -1]
+
+
+@torch.inference_mode()
 def greedy_decode(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -51,15 +64,11 @@ def greedy_decode(
     """Feed ``feed_ids`` (question + answer prefix) after ``cache`` and decode greedily; with
     ``measure``, the cache's size after every forward goes into ``Generation.kv_bytes``."""
     stop = set(eos_ids(model))
-    position_ids = torch.arange(
-        start_position, start_position + feed_ids.shape[1], device=feed_ids.device
-    ).unsqueeze(0)
     started = time.perf_counter()
-    out = model(input_ids=feed_ids, past_key_values=cache, position_ids=position_ids, logits_to_keep=1)
+    first_logits = question_logits(model, cache, feed_ids, start_position)
     sizes = None if measure is None else [measure(cache)]
-    first_logits = out.logits[0, -1]
-    position = position_ids[:, -1:] + 1
-    generated = [out.logits[0, -1].argmax()]
+    position = torch.tensor([[start_position + feed_ids.shape[1]]], device=feed_ids.device)
+    generated = [first_logits.argmax()]
     stop_reason = "eos" if int(generated[-1]) in stop else "max_new_tokens"
     question_ms, step_ms = 1000 * (time.perf_counter() - started), []
     for i in range(max_new_tokens - 1):

@@ -7,7 +7,7 @@ from transformers import Cache
 
 from kvx.modeling.compressed import CompressedRun
 from kvx.modeling.costs import held_bytes
-from kvx.modeling.generation import Generation, greedy_decode
+from kvx.modeling.generation import Generation, greedy_decode, question_logits
 from kvx.modeling.layers import clear_head_masks
 from kvx.modeling.reader import LoadedReader, attn_implementation
 from kvx.pipeline.batched import DecodeJob, greedy_decode_batch
@@ -52,3 +52,12 @@ def decode_compressed(
         gen = greedy_decode(model, reader.tokenizer, cache, run.feed, run.start, max_new_tokens, measure)
     run.first_logits = gen.first_logits
     return gen
+
+
+def feed_question(reader: LoadedReader, run: CompressedRun, cache: Cache) -> None:
+    """A decode's first step alone on a compressed cache: the question fed after it, its last logits
+    kept as ``run.first_logits`` (the likelihood diagnostic's first-token prediction, and the cache it
+    continues from), with no answer decoded: a finished cell's answers are already recorded."""
+    model, comp = reader.model, run.compressor
+    with attn_implementation(model, run.decode_impl), comp.decode_under(model):
+        run.first_logits = question_logits(model, cache, run.feed, run.start)

@@ -43,11 +43,18 @@ def diagnose(
     context: DiagnosticContext,
     transformed: bool,
     tracer: Tracer | None = None,
+    stored: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Results by name and, for a C→W record, its category."""
+    """Results by name and, for a C→W record, its category. ``stored``: results that stand (those a
+    finished cell already has, ``kvx.pipeline.rediagnose``), put back instead of measured again."""
     out: dict[str, Any] = {}
     context.results = out  # each diagnostic sees those before it, as stored
     for name, diagnostic in diagnostics:
+        if stored and name in stored:
+            out[name] = stored[name]
+            if isinstance(diagnostic, Diagnostic):  # a duck-typed plugin hands nothing on
+                diagnostic.restore(out[name], context)
+            continue
         with (tracer or Tracer()).stage(f"diagnostic:{name}") as span:
             if transformed and name in SAME_PROMPT:
                 reason = "a text transform gave the compressed side another prompt than the FullCache control"

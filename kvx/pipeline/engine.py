@@ -29,6 +29,7 @@ from kvx.modeling.heap import trim_memory
 from kvx.modeling.reader import LoadedReader
 from kvx.pipeline.cell import Cell, Member, Plan
 from kvx.pipeline.control import Controls
+from kvx.pipeline.rediagnose import Answered, rediagnose_source
 from kvx.pipeline.served import ServedReader, run_served
 from kvx.pipeline.source import Stages, run_source
 from kvx.stores.artifacts import ArtifactStore
@@ -49,6 +50,8 @@ class Engine:
         self.controls = ControlStore(outputs_dir / "controls")
         self.partial = outputs_dir / "partial"  # spooled records of cells in progress (kvx.stores.spool)
         self.resumed: Counter[str] = Counter()  # per cell id: records reused from its spool
+        #: per cell id: records whose recorded answers stood, only their diagnostics run again
+        self.rediagnosed: Counter[str] = Counter()
         self.caches = Caches(CaptureCache(capture_cache_bytes), ByteLRU(memo_bytes))
         #: text-transform outputs, content-addressed: computed once per (row, transform config)
         artifacts = ArtifactStore(outputs_dir / "artifacts")
@@ -92,6 +95,7 @@ class Engine:
         tracers: list[Tracer] | None = None,
         resume: bool = True,
         release: bool | None = None,
+        answered: list[Answered | None] | None = None,
     ) -> list[list[Record]]:
         """Every cell's records, source by source: cells sharing a control split run together, so
         one source's prefill is in memory at a time, serves every cell, and the FullCache control and
@@ -99,12 +103,15 @@ class Engine:
         each trace keeps its own spans. Each finished source is spooled (``kvx.stores.spool``): a run
         that was stopped resumes at the sources it reached (unless ``resume`` is false).
         ``release`` (default: with more than one cell) drops each source's capture once it is
-        done instead of keeping it in the LRU for cells a caller runs later."""
+        done instead of keeping it in the LRU for cells a caller runs later. ``answered``: per cell, a
+        finished run's records whose answers stand (``kvx.pipeline.rediagnose``): those sources run only
+        their diagnostics, never a decode."""
         for cell in cells:  # a cell built in code skips the CLI's check: refuse it before any source runs
             check_order(cell.diagnostics)
         release = len(cells) > 1 if release is None else release
         hashes = config_hashes or [None] * len(cells)
         tracers = tracers or [Tracer() for _ in cells]
+        answered = answered or [None] * len(cells)
         plans = [Plan.of(c, reader, h) for c, h in zip(cells, hashes)]
         spools = [Spool(self.partial, p.identity.id, p.base["config_hash"]) for p in plans]
         if not resume:
@@ -124,6 +131,21 @@ class Engine:
                 later[source.context] -= 1
                 done = {c: spooled[c].get(plans[c].key(cells[c], source)) for c in members}
                 todo = [c for c in members if done[c] is None]
+                if ready := [c for c in todo if self._recorded(answered[c], plans[c].key(cells[c], source))]:
+                    again = rediagnose_source(
+                        self.stages,
+                        reader,
+                        [Member(cells[c], plans[c], tracers[c]) for c in ready],
+                        source,
+                        [answered[c].records[plans[c].key(cells[c], source)] for c in ready],  # type: ignore[union-attr]
+                        [answered[c].kept for c in ready],  # type: ignore[union-attr]
+                        release and len(ready) == len(todo),  # else the others reuse its prefill
+                    )
+                    for c, record in zip(ready, again, strict=True):
+                        if record is not None:
+                            done[c] = record
+                            self.rediagnosed[plans[c].identity.id] += 1
+                    todo = [c for c in todo if done[c] is None]
                 if any(sampled(tracers[c].sample, source.id) for c in todo):  # one trace per cell
                     done.update(
                         {
@@ -149,6 +171,10 @@ class Engine:
         for spool in spools:
             spool.remove()  # complete: the caller holds every record now
         return out
+
+    @staticmethod
+    def _recorded(answered: Answered | None, key: str) -> bool:
+        return answered is not None and key in answered.records
 
     def run_served(
         self,
