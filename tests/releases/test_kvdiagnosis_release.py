@@ -96,6 +96,7 @@ def tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pd.DataFrame]:
     assert aggregate(["--records", str(work / "imported"), "--out", str(work / "agg")]) == 0
     names = ("kvd_accounting", "matrix", "kvd_tiers", "kvd_corpus", "kvd_workload_categories")
     names += ("kvd_modal_categories", "kvd_cases", "kvd_pyramidkv_release")
+    names += ("kvd_jaccard", "kvd_qa_tiers", "kvd_delta_nll")
     return {name: pd.read_csv(work / "agg" / f"{name}.csv", dtype={"setting": str}) for name in names}
 
 
@@ -202,3 +203,34 @@ def test_table5_pyramidkv_pair_hashes(tables: dict[str, pd.DataFrame]) -> None:
     for key, hashes in printed.items():
         row = pairs.loc[key]
         assert (row.index_hash, row.output_hash, bool(row.equal)) == (*hashes, True)
+
+
+def test_figure4b_snapkv_tova_jaccard(tables: dict[str, pd.DataFrame]) -> None:
+    """§5.4: 11 of 12 workload-setting cells at or below 0.385; Qasper 0.70 at 25%; HotpotQA 0.38 -> 0.22."""
+    jaccard = tables["kvd_jaccard"]
+    pair = jaccard[(jaccard.method_a == "snapkv") & (jaccard.method_b == "tova")].set_index(
+        ["workload", "tier"]
+    )
+    assert len(pair) == 12
+    assert int((pair.jaccard.round(3) <= 0.385).sum()) == 11
+    assert round(pair.loc[("qasper", "aggressive")].jaccard, 2) == 0.70
+    hotpotqa = pair.loc["hotpotqa"].jaccard
+    assert (round(hotpotqa["intermediate"], 2), round(hotpotqa["aggressive"], 2)) == (0.38, 0.22)
+
+
+def test_figure9a_qwen_qa_rate_by_tier(tables: dict[str, pd.DataFrame]) -> None:
+    """§5.5: the pooled QA C->W rate (Qasper + HotpotQA, ThinK left out) rises from 8.9% to 38.7% on Qwen."""
+    tiers = tables["kvd_qa_tiers"].set_index("tier")
+    assert (pct(tiers.loc["light"].cw_rate), pct(tiers.loc["aggressive"].cw_rate)) == (8.9, 38.7)
+
+
+def test_rq4_ruler16k_failure_delta_nll(tables: dict[str, pd.DataFrame]) -> None:
+    """§5.5: Qwen's RULER-16K failure-row ΔNLL pooled over each method's settings: StreamingLLM 2.113,
+    ThinK 7.819, QuantizedCache 2.153."""
+    pooled = tables["kvd_delta_nll"]
+    ruler16k = pooled[pooled.workload == "ruler16k"].set_index("method")["mean"]
+    assert {m: round(ruler16k[m], 3) for m in ("streaming_llm", "think", "hqq")} == {
+        "streaming_llm": 2.113,
+        "think": 7.819,
+        "hqq": 2.153,
+    }
