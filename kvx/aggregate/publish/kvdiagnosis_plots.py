@@ -25,7 +25,6 @@ from kvx.aggregate.publish.plots import (
     EXTRA_COLORS,
     LINE_COLORS,
     MARKERS,
-    PANELS_PER_ROW,
     CellValue,
     category_order,
     cell_values,
@@ -34,6 +33,7 @@ from kvx.aggregate.publish.plots import (
     groups_of,
     heat,
     is_missing,
+    jaccard_panels,
     new_figure,
     order_settings,
     save,
@@ -159,22 +159,11 @@ def jaccard_tiers(jaccard: pd.DataFrame, out: Path) -> list[Path]:
         pairs = sorted(first_seen(group["pair"]), key=lambda p: p != paper)
         rows = first_seen(group["workload"])
         cols = [TIER_LABELS[t] for t in TIERS]
-        ncols = min(len(pairs), PANELS_PER_ROW)
-        nrows = -(-len(pairs) // ncols)
-        fig, axes = new_figure(
-            ncols * (0.9 * len(cols) + 1.0) + 3.0, nrows * (0.4 * len(rows) + 1.4) + 1.0, ncols, nrows, rows
-        )
-        for i, (ax, pair) in enumerate(zip(axes, pairs, strict=False)):
-            panel = group[group["pair"] == pair]
-            cells = {(k[0], TIER_LABELS[k[1]]): v for k, v in cell_values(panel, "workload", "tier").items()}
-            heat(ax, cells, rows, cols, _jaccard, "viridis", (0.0, 1.0), "")
-            ax.set_title(pair, fontsize=9)
-            ax.tick_params(axis="x", labelsize=7)
-            if i % ncols:
-                ax.tick_params(labelleft=False)
-        for ax in axes[len(pairs) :]:
-            ax.set_visible(False)
-        fig.colorbar(axes[0].images[0], ax=axes, label="Jaccard", shrink=0.8)
+        panels = []
+        for pair in pairs:
+            values = cell_values(group[group["pair"] == pair], "workload", "tier")
+            panels.append((pair, {(k[0], TIER_LABELS[k[1]]): v for k, v in values.items()}))
+        fig = jaccard_panels(panels, rows, cols, _jaccard, row_height=0.4)
         fig.suptitle(f"Failure-set Jaccard by workload and tier (|∩|/|∪|) · {reader}", fontsize=10)
         paths.append(save(fig, out / f"{slug('kvd-jaccard', reader)}.png"))
     return paths

@@ -135,32 +135,39 @@ def jaccard_heatmap(matched: pd.DataFrame, out: Path) -> list[Path]:
         )
         rows = first_seen(group["pair"])
         cols = order_settings(group["setting"])
-        panels = list(groups_of(_tasks_pooled_last(group), ["task"]))
-        ncols = min(len(panels), PANELS_PER_ROW)
-        nrows = -(-len(panels) // ncols)
-        fig, axes = new_figure(
-            ncols * (0.9 * len(cols) + 1.0) + 3.0, nrows * (0.32 * len(rows) + 1.2) + 1.0, ncols, nrows, rows
-        )
-        for i, (ax, ((task,), panel)) in enumerate(zip(axes, panels, strict=False)):
-            heat(
-                ax,
-                cell_values(panel, "pair", "setting"),
-                rows,
-                cols,
-                _jaccard_cell,
-                "viridis",
-                (0.0, 1.0),
-                "",
-            )
-            ax.set_title(task, fontsize=9)
-            if i % ncols:
-                ax.tick_params(labelleft=False)
-        for ax in axes[len(panels) :]:
-            ax.set_visible(False)
-        fig.colorbar(axes[0].images[0], ax=axes, label="Jaccard", shrink=0.8)
+        panels = [
+            (task, cell_values(panel, "pair", "setting"))
+            for (task,), panel in groups_of(_tasks_pooled_last(group), ["task"])
+        ]
+        fig = jaccard_panels(panels, rows, cols, _jaccard_cell, row_height=0.32)
         fig.suptitle(f"Failure-set Jaccard of compressor pairs · reader {reader}", fontsize=10)
         paths.append(save(fig, out / f"{slug('jaccard', reader)}.png"))
     return paths
+
+
+def jaccard_panels(
+    panels: Sequence[tuple[str, Mapping[tuple[str, str], pd.Series]]],
+    rows: Sequence[str],
+    cols: Sequence[str],
+    cell: Callable[[pd.Series], CellValue],
+    row_height: float,
+) -> Figure:
+    """Jaccard heat maps as small multiples on one colour scale (0–1), wrapping after
+    ``PANELS_PER_ROW`` panels; only the first panel of a row keeps its row labels."""
+    ncols = min(len(panels), PANELS_PER_ROW)
+    nrows = -(-len(panels) // ncols)
+    width = ncols * (0.9 * len(cols) + 1.0) + 3.0
+    fig, axes = new_figure(width, nrows * (row_height * len(rows) + 1.2) + 1.0, ncols, nrows, rows)
+    for i, (ax, (title, cells)) in enumerate(zip(axes, panels, strict=False)):
+        heat(ax, cells, rows, cols, cell, "viridis", (0.0, 1.0), "")
+        ax.set_title(title, fontsize=9)
+        ax.tick_params(axis="x", labelsize=7)
+        if i % ncols:
+            ax.tick_params(labelleft=False)
+    for ax in axes[len(panels) :]:
+        ax.set_visible(False)
+    fig.colorbar(axes[0].images[0], ax=axes, label="Jaccard", shrink=0.8)
+    return fig
 
 
 @figure("category_bars", "categories")
