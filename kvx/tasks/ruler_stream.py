@@ -21,6 +21,7 @@ stream depends on the tokenizer-sized haystack too: not reproduced here.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import importlib.resources
 import random
@@ -53,25 +54,64 @@ ESSAY_TASKS = {
 
 
 @functools.cache
+def _lines(kind: str) -> tuple[str, ...]:
+    """wonderwords' ``kind`` list as RULER reads it (each line right-stripped), deduplicated."""
+    text = (importlib.resources.files("wonderwords.assets") / f"{kind}list.txt").read_text("utf-8")
+    return tuple(sorted({line.rstrip() for line in text.splitlines()}))
+
+
+@functools.cache
+def _families() -> tuple[tuple[str, ...], ...]:
+    """The adjectives in the order of RULER's sorted words, grouped so that an adjective whose
+    ``adj-`` starts another's (``blue-``, ``blue-eyed-``) shares its group: the group's words
+    interleave, every other adjective's ``adj-noun`` words are one run, in noun order."""
+    groups: list[list[str]] = []
+    for adjective in sorted(_lines("adjective"), key=lambda a: a + "-"):
+        if groups and (adjective + "-").startswith(groups[-1][0] + "-"):
+            groups[-1].append(adjective)
+        else:
+            groups.append([adjective])
+    return tuple(map(tuple, groups))
+
+
+@functools.cache
+def _starts() -> tuple[int, ...]:
+    """Where each adjective group's words start among RULER's sorted words."""
+    starts, total = [], 0
+    for group in _families():
+        starts.append(total)
+        total += len(group) * len(_lines("noun"))
+    return tuple(starts)
+
+
+@functools.cache
+def _group_words(group: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(sorted(f"{a}-{n}" for a in group for n in _lines("noun")))
+
+
 def word_pairs() -> int:
     """How many distinct ``adjective-noun`` words RULER picks among: the product of wonderwords'
     distinct adjectives and nouns (no two pairs join to one string)."""
-    assets = importlib.resources.files("wonderwords.assets")
-    counts = [
-        len({line.rstrip() for line in (assets / f"{kind}list.txt").read_text("utf-8").splitlines()})
-        for kind in ("adjective", "noun")
-    ]
-    return counts[0] * counts[1]
+    return len(_lines("adjective")) * len(_lines("noun"))
 
 
-def _draw(kind: str, rng: random.Random) -> str:
-    """One needle key or value, consuming ``rng`` as RULER does; a word is its index among the
-    sorted pairs (``w<index>``): the answers never hold words, so the pairs are not built."""
+def word(index: int) -> str:
+    """RULER's ``words[index]`` (``sorted(set(adj-noun))`` over wonderwords' lists), found without
+    building its 6 million words (ten seconds): from the adjective groups' runs."""
+    group = bisect.bisect_right(_starts(), index) - 1
+    adjectives, offset = _families()[group], index - _starts()[group]
+    if len(adjectives) > 1:
+        return _group_words(adjectives)[offset]
+    return f"{adjectives[0]}-{_lines('noun')[offset]}"
+
+
+def draw(kind: str, rng: random.Random) -> str:
+    """One needle key or value, consuming ``rng`` as RULER's ``generate_random`` does."""
     if kind == "numbers":
         return str(rng.randint(10**6, 10**7 - 1))
     if kind == "uuids":
         return str(uuid.UUID(int=rng.getrandbits(128), version=4))
-    return f"w{rng.choice(range(word_pairs()))}"
+    return word(rng.choice(range(word_pairs())))
 
 
 def stream(config: NiahConfig, calls: int, seed: int = 42) -> list[tuple[str, ...]]:
@@ -83,8 +123,8 @@ def stream(config: NiahConfig, calls: int, seed: int = 42) -> list[tuple[str, ..
     for _ in range(calls):
         values = []
         for _ in range(keys):
-            _draw(config.type_needle_k, rng)
-            values.append([_draw(config.type_needle_v, rng) for _ in range(config.num_needle_v)])
+            draw(config.type_needle_k, rng)
+            values.append([draw(config.type_needle_v, rng) for _ in range(config.num_needle_v)])
         rng.sample(range(DEPTHS), keys * config.num_needle_v)
         queried = rng.sample(range(keys), config.num_needle_q)
         out.append(tuple(value for k in queried for value in values[k]))
