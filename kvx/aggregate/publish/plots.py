@@ -392,7 +392,8 @@ def tpbench_rank_change(ranks: pd.DataFrame, out: Path) -> list[Path]:
     P1-loose and P2-strict (1 = best at the top, ties averaged), among the methods both probes share.
 
     Solid lines are position-only turn selectors, dashed the others; a line falling steeply into
-    P2-strict marks a method that keeps the opening of the dialogue but loses the revision.
+    P2-strict marks a method that keeps the opening of the dialogue but loses the revision. A method
+    without ranks (not run under the paper's rule) draws no line and is named under the panel's title.
     """
     if ranks.empty:
         return []
@@ -404,8 +405,11 @@ def tpbench_rank_change(ranks: pd.DataFrame, out: Path) -> list[Path]:
         colors = {m: LINE_COLORS[i % len(LINE_COLORS)] for i, m in enumerate(methods)}
         fig, axes = new_figure(5.2 * len(panels), 0.42 * most + 2.0, ncols=len(panels))
         for ax, ((corpus, p1_task, p2_task), panel) in zip(axes, panels, strict=True):
-            _rank_lines(ax, panel, colors)
-            ax.set_title(f"{corpus or 'corpus N/A'}\n{p1_task} vs {p2_task}", fontsize=9)
+            ranked = panel.dropna(subset=[column for _, column in _RANK_COLUMNS])
+            _rank_lines(ax, ranked, colors)
+            unranked = ", ".join(sorted(set(panel["method"].astype(str)) - set(ranked["method"].astype(str))))
+            title = f"{corpus or 'corpus N/A'}\n{p1_task} vs {p2_task}"
+            ax.set_title(title + (f"\nunranked (not run): {unranked}" if unranked else ""), fontsize=9)
         fig.suptitle(
             f"TPBench rank changes · {reader} · {budget} (solid: position-only selectors)", fontsize=10
         )

@@ -20,7 +20,13 @@
 - ``tpbench_tokens`` (Appendix B): q = L_compressed / L_full, the share of the reader's input tokens
   (context + question) a prompt-side method keeps; the input KV cache scales as q and the dense
   prefill attention term as q², so full-to-compressed factors are 1/q and 1/q² (3.3 and 11.1 at
-  q = 0.30). Theoretical scaling from token counts, not measured speed.
+  q = 0.30). Theoretical scaling from token counts, not measured speed. No accuracy, so no
+  denominator rule: kvx's own count of the supported answers that carry token counts.
+
+The crossover and the gaps follow the paper's denominator rule
+(:mod:`~kvx.aggregate.tpbench.denominators`), as Table 3 and the release's ``score_answers.py`` do: a
+reader error is a wrong answer in n, a method with an unsupported answer has no accuracy (N/A), each
+row with its ``n_error`` and ``n_unsupported``.
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from typing import Any
 import pandas as pd
 
 from kvx.aggregate.stats.releases import TPBENCH_BOOT_SEED, TPBENCH_N_BOOT, seed_weighted_interval
-from kvx.aggregate.tpbench.probes import FULL, GROUP, PROBE_KEYS, compression_methods
+from kvx.aggregate.tpbench.denominators import counts, not_run, paper_scored, under_rule
+from kvx.aggregate.tpbench.probes import FULL, GROUP, PROBE_KEYS, compression_methods, paper_means
 from kvx.core.records import SUPPORTED
 
 __all__ = [
@@ -66,7 +73,9 @@ def crossover_alpha(p1_diff: float, p2_diff: float) -> float:
     return p2_diff / (p2_diff - p1_diff)
 
 
-def _why_none(a: str, b: str, p1_diff: float, p2_diff: float) -> str:
+def _why_none(a: str, b: str, p1_diff: float, p2_diff: float, not_run: list[str]) -> str:
+    if not_run:
+        return f"{' and '.join(not_run)} not run (an unsupported answer): N/A under the paper's rule"
     if not (math.isfinite(p1_diff) and math.isfinite(p2_diff)):
         return "an accuracy is undefined (no scored answer)"
     tied1, tied2 = abs(p1_diff) <= _TIE, abs(p2_diff) <= _TIE
@@ -81,20 +90,25 @@ def _why_none(a: str, b: str, p1_diff: float, p2_diff: float) -> str:
 CROSSOVER_COLUMNS = [
     "corpus", "reader", "budget", "p1_task", "p2_task", "score", "method_a", "method_b",
     "p1_accuracy_a", "p1_accuracy_b", "p2_accuracy_a", "p2_accuracy_b", "p1_accuracy_diff",
-    "p2_accuracy_diff", "crossover_alpha", "ahead_above", "note",
+    "p2_accuracy_diff", "crossover_alpha", "ahead_above", "n_error", "n_unsupported", "note",
 ]  # fmt: skip
+_COUNTS = ["n_error", "n_unsupported"]
 
 
 def crossover(p1: pd.DataFrame, p2: pd.DataFrame) -> pd.DataFrame:
     """§6.1.2 for every pair of compression methods present in both probes at the same corpus,
     reader and budget, on the strict and the loose score (seed means): the crossover α and the
-    method ahead above it (the P1 leader), or why the two never swap."""
+    method ahead above it (the P1 leader), or why the two never swap. The paper's rule (Table 3's
+    accuracies): a reader error is wrong and in n; a method with an unsupported answer has no
+    accuracy, so no α. ``n_error`` and ``n_unsupported`` count the four groups' answers (both methods,
+    both probes)."""
     rows = []
     keys = ["corpus", "reader", "budget"]
-    a_all, b_all = compression_methods(p1), compression_methods(p2)
+    a_all, b_all = compression_methods(paper_means(p1)), compression_methods(paper_means(p2))
     for key, one in a_all.groupby(keys, sort=True):
         two = b_all[(b_all[keys] == pd.Series(dict(zip(keys, key)))).all(axis=1)]
         for (t1, x), (t2, y) in ((a, b) for a in one.groupby("task") for b in two.groupby("task")):
+            tally = x.set_index("method")[_COUNTS].add(y.set_index("method")[_COUNTS], fill_value=0)
             for score in ("strict", "loose"):
                 column = f"{score}_accuracy_seed_mean"
                 both = (
@@ -106,14 +120,16 @@ def crossover(p1: pd.DataFrame, p2: pd.DataFrame) -> pd.DataFrame:
                     d1, d2 = both.at[a, "p1"] - both.at[b, "p1"], both.at[a, "p2"] - both.at[b, "p2"]
                     alpha = crossover_alpha(d1, d2)
                     found = math.isfinite(alpha)
+                    not_run = [m for m in (a, b) if tally.at[m, "n_unsupported"]]
                     rows.append(
                         dict(zip(keys, key))
                         | {"p1_task": t1, "p2_task": t2, "score": score, "method_a": a, "method_b": b}
                         | {"p1_accuracy_a": both.at[a, "p1"], "p1_accuracy_b": both.at[b, "p1"]}
                         | {"p2_accuracy_a": both.at[a, "p2"], "p2_accuracy_b": both.at[b, "p2"]}
                         | {"p1_accuracy_diff": d1, "p2_accuracy_diff": d2, "crossover_alpha": alpha}
-                        | {"ahead_above": (a if d1 > 0 else b) if found else "", "note": ""}
-                        | ({} if found else {"note": "none: " + _why_none(a, b, d1, d2)})
+                        | {"ahead_above": (a if d1 > 0 else b) if found else ""}
+                        | {c: int(tally.loc[[a, b], c].sum()) for c in _COUNTS}
+                        | {"note": "" if found else "none: " + _why_none(a, b, d1, d2, not_run)}
                     )
     return pd.DataFrame(rows, columns=CROSSOVER_COLUMNS)
 
@@ -128,6 +144,7 @@ def _seed_mean(values: pd.Series, seeds: pd.Series) -> float:
 
 GAP_COLUMNS = [
     *GROUP, "family", "n_pairs", "n_seeds", "n_dialogues", "n_unpaired",
+    "n_error", "n_unsupported", "full_n_error", "full_n_unsupported",
     "strict_accuracy", "full_strict_accuracy", "strict_accuracy_gap",
     "strict_accuracy_gap_ci_low", "strict_accuracy_gap_ci_high",
     "loose_accuracy", "full_loose_accuracy", "loose_accuracy_gap",
@@ -137,19 +154,31 @@ GAP_COLUMNS = [
 _PAIR = [*PROBE_KEYS, "seed", "source_id"]
 
 
+def _scored(frame: pd.DataFrame) -> pd.DataFrame:
+    """Answers the paper's rule scores (``paper_scored`` first: an error wrong), with a strict score."""
+    return not_run(frame)[lambda f: f["m.strict"].notna()]
+
+
 def gaps(tp: pd.DataFrame, n_boot: int = RELEASE_N_BOOT, seed: int = RELEASE_BOOT_SEED) -> pd.DataFrame:
     """Table 8 / §6.2.3: per method (every method but full context), its accuracy and full
-    context's on the answers both scored (same probe, corpus, task, reader, seed and source), the
-    gap method − full (negative: below full context) and its paired dialogue-clustered interval.
-    ``n_unpaired`` counts the method's scored answers whose full-context answer is not scored."""
+    context's on the same answers (same probe, corpus, task, reader, seed and source), the gap
+    method − full (negative: below full context) and its paired dialogue-clustered interval.
+
+    The paper's rule, as the release's ``score_answers.py`` has it (every answer scored, an unreadable
+    one 0; no comparison while an answer is missing): a reader error is wrong and in n on either side
+    (``n_error``, ``full_n_error``); an unsupported answer of the method, or of full context on the
+    method's sources, leaves the row's scores N/A, counted (``n_unsupported``, ``full_n_unsupported``).
+    ``n_unpaired`` counts the method's scored answers without a full-context answer."""
     if tp.empty:
         return pd.DataFrame(columns=GAP_COLUMNS)
-    scored = tp[(tp["status"] == SUPPORTED) & tp["m.strict"].notna()]
-    full = scored[scored["method"] == FULL].drop_duplicates(_PAIR).set_index(_PAIR)[["m.strict", "m.loose"]]
+    tp = paper_scored(tp)
+    full_all = tp[tp["method"] == FULL].drop_duplicates(_PAIR).set_index(_PAIR)
+    full = _scored(full_all.reset_index()).set_index(_PAIR)[["m.strict", "m.loose"]]
     rows = []
     for key, group in tp[tp["method"] != FULL].groupby(GROUP, sort=True):
-        mine = group[(group["status"] == SUPPORTED) & group["m.strict"].notna()]
+        mine = _scored(group)
         paired = mine.join(full, on=_PAIR, rsuffix="_full", how="inner")
+        here = full_all.reindex(pd.MultiIndex.from_frame(group[_PAIR])).dropna(subset=["status"])
         row: dict[str, Any] = dict(zip(GROUP, key)) | {"family": group["family"].iat[0]}
         row |= {
             "n_pairs": len(paired),
@@ -171,7 +200,9 @@ def gaps(tp: pd.DataFrame, n_boot: int = RELEASE_N_BOOT, seed: int = RELEASE_BOO
                 f"{score}_accuracy_gap_ci_low": low,
                 f"{score}_accuracy_gap_ci_high": high,
             }
-        rows.append(row)
+        # N/A when either side has an unsupported answer; the counts, each side's
+        row = under_rule(row, pd.concat([group, here])) | counts(group)
+        rows.append(row | {f"full_{k}": v for k, v in counts(here).items()})
     return pd.DataFrame(rows, columns=GAP_COLUMNS)
 
 
@@ -205,27 +236,25 @@ def token_scaling(tp: pd.DataFrame) -> pd.DataFrame:
     for key, group in tp[tp["method"] != FULL].groupby(GROUP, sort=True):
         family = str(group["family"].iat[0])
         scored = group[group["status"] == SUPPORTED]
-        counts = scored.reindex(columns=["n_context_tokens", "n_question_tokens", "retained_token_share"])
-        counts = counts.astype(float).dropna()
-        row: dict[str, Any] = dict(zip(GROUP, key)) | {"family": family, "n": len(counts)}
-        if counts.empty:
+        tokens = scored.reindex(columns=["n_context_tokens", "n_question_tokens", "retained_token_share"])
+        tokens = tokens.astype(float).dropna()
+        row: dict[str, Any] = dict(zip(GROUP, key)) | {"family": family, "n": len(tokens)}
+        if tokens.empty:
             rows.append(row | {"note": _why_no_tokens(family)})
             continue
-        context, question = counts["n_context_tokens"], counts["n_question_tokens"]
-        kept = (counts["retained_token_share"] * context).round()  # the share is kept / original tokens
+        context, question = tokens["n_context_tokens"], tokens["n_question_tokens"]
+        kept = (tokens["retained_token_share"] * context).round()  # the share is kept / original tokens
         full, comp = context + question, kept + question
         q = comp / full
         rows.append(
             row
             | {
-                "context_share_mean": float(counts["retained_token_share"].mean()),
+                "context_share_mean": float(tokens["retained_token_share"].mean()),
                 "q_mean": float(q.mean()),
                 "q2_mean": float((q**2).mean()),
                 "kv_factor": float(full.sum() / comp.sum()),
                 "attention_factor": float((full**2).sum() / (comp**2).sum()),
-                "note": ""
-                if len(counts) == len(scored)
-                else f"{len(counts)} of {len(scored)} carry token counts",
+                "note": _partial(len(tokens), len(scored)),
             }
         )
     return pd.DataFrame(rows, columns=TOKEN_COLUMNS)

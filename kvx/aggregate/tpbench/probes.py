@@ -39,6 +39,7 @@ __all__ = [
     "compression_methods",
     "deletion",
     "in_family_order",
+    "paper_means",
     "rank_change",
     "rankings",
     "retention",
@@ -172,7 +173,8 @@ def tpbench_rows(rows: pd.DataFrame, cells: Mapping[str, Mapping[str, Any]] | No
     """One row per answer to analyse: each compressed TPBench record under its method and budget,
     plus full context once per split and source (first record with a control; a source without any
     control keeps its record's status, so it is counted, never scored). ``m.*`` are the answer's
-    metrics, ``d.*`` its details, ``cluster`` its dialogue (the bootstrap's resampling unit)."""
+    metrics, ``d.*`` its details, ``cluster`` its dialogue (the bootstrap's resampling unit; an answer
+    without details takes its source's, from another answer, else the source id)."""
     if rows.empty or "task" not in rows:
         return pd.DataFrame()
     probe = rows["task"].astype(str).str.extract(r"^(tpbench_p[123])(?:\[|$)", expand=False).map(PROBES)
@@ -231,9 +233,13 @@ def tpbench_rows(rows: pd.DataFrame, cells: Mapping[str, Mapping[str, Any]] | No
     for metric in _HEADLINE:  # present even when no answer was scored
         out[f"m.{metric}"] = out.get(f"m.{metric}", NAN)
     out = text.drop_duplicates(out, [*GROUP, "seed", "source_id"]).reset_index(drop=True)
-    dialogue = out["d.dialogue_id"] if "d.dialogue_id" in out else pd.Series(np.nan, index=out.index)
-    out["cluster"] = dialogue.where(dialogue.map(lambda v: isinstance(v, str) and v != ""), out["source_id"])
     out["corpus"] = out["corpus"].fillna("").astype(str)
+    dialogue = out["d.dialogue_id"] if "d.dialogue_id" in out else pd.Series(np.nan, index=out.index)
+    dialogue = dialogue.where(dialogue.map(lambda v: isinstance(v, str) and v != ""))
+    # an answer without details (an error, unsupported) is still its source's dialogue: the paper's rule
+    # resamples it with that dialogue (Table 8's interval)
+    dialogue = dialogue.groupby([out["corpus"], out["source_id"]]).transform("first")
+    out["cluster"] = dialogue.fillna(out["source_id"])
     return out
 
 
@@ -341,8 +347,9 @@ def accuracy(tp: pd.DataFrame, probe: str, n_boot: int, seed: int) -> pd.DataFra
 
 
 RANK_COLUMNS = [
-    "probe", "corpus", "task", "reader", "budget", "method", "family", "n", "n_seeds",
-    "strict_accuracy_seed_mean", "strict_rank", "loose_accuracy_seed_mean", "loose_rank", "n_methods",
+    "probe", "corpus", "task", "reader", "budget", "method", "family", "n", "n_error", "n_unsupported",
+    "n_seeds", "strict_accuracy_seed_mean", "strict_rank", "loose_accuracy_seed_mean", "loose_rank",
+    "n_methods", "n_unranked",
 ]  # fmt: skip
 
 
@@ -351,17 +358,28 @@ def compression_methods(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[~frame["family"].isin(["full", "deletion"])]
 
 
+def paper_means(table: pd.DataFrame) -> pd.DataFrame:
+    """A per-probe table (``accuracy``) with n and the seed-mean accuracies under the paper's rule
+    (its ``paper_*`` columns) in place of kvx's, for the paper's tables that compare methods by them
+    (Figure 2's ranks, §6.1.2's crossover): an error counts wrong, a method not run is N/A."""
+    means = {f"paper_{m}_accuracy_seed_mean": f"{m}_accuracy_seed_mean" for m in _HEADLINE}
+    return table.drop(columns=["n", *means.values()]).rename(columns={"paper_n": "n", **means})
+
+
 def rankings(tables: list[pd.DataFrame]) -> pd.DataFrame:
     """Methods ranked within each probe x corpus x reader x budget by their seed-mean strict and
-    loose accuracy (1 = best, ties share the average rank, as in TPBench Figure 2)."""
+    loose accuracy (1 = best, ties share the average rank, as in TPBench Figure 2), under the paper's
+    rule: a reader error is wrong and in n; a method with an unsupported answer has no accuracy and
+    no rank (counted in ``n_unranked``), never a rank from fewer answers."""
     parts = []
     for table in tables:
-        frame = compression_methods(table)
+        frame = compression_methods(paper_means(table))
         for _, group in frame.groupby([*PROBE_KEYS, "budget"], sort=True):
             group = group.assign(
                 strict_rank=group["strict_accuracy_seed_mean"].rank(ascending=False, method="average"),
                 loose_rank=group["loose_accuracy_seed_mean"].rank(ascending=False, method="average"),
                 n_methods=int(group["strict_accuracy_seed_mean"].notna().sum()),
+                n_unranked=int(group["strict_accuracy_seed_mean"].isna().sum()),
             )
             parts.append(group.sort_values(["strict_rank", "method"], kind="stable")[RANK_COLUMNS])
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=RANK_COLUMNS)
@@ -369,13 +387,20 @@ def rankings(tables: list[pd.DataFrame]) -> pd.DataFrame:
 
 CHANGE_COLUMNS = [
     "corpus", "reader", "budget", "p1_task", "p2_task", "method", "family", "kind",
+    "p1_n_error", "p1_n_unsupported", "p2_n_error", "p2_n_unsupported",
     "p1_strict_accuracy", "p1_loose_accuracy", "p2_strict_accuracy",
     "p1_strict_rank", "p1_loose_rank", "p2_strict_rank",
 ]  # fmt: skip
 SPEARMAN_COLUMNS = [
     "corpus", "reader", "budget", "p1_task", "p2_task", "n_methods", "methods",
-    "rho_p1_strict_p2_strict", "rho_p1_loose_p2_strict",
+    "rho_p1_strict_p2_strict", "rho_p1_loose_p2_strict", "n_unranked", "unranked",
 ]  # fmt: skip
+#: Figure 2's three accuracies: (rank-change column, per-probe table column, which probe)
+_FIGURE_2 = (
+    ("p1_strict", "strict_accuracy_seed_mean", "p1"),
+    ("p1_loose", "loose_accuracy_seed_mean", "p1"),
+    ("p2_strict", "strict_accuracy_seed_mean", "p2"),
+)
 
 
 def _kind(method: str, family: str) -> str:
@@ -394,42 +419,54 @@ def _rho(a: pd.Series, b: pd.Series) -> float:
     return spearman(a, b)[0]
 
 
+def _both_probes(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """The methods of a P1 and a P2 table (``paper_means``), one row each with Figure 2's accuracies
+    and each probe's error and unsupported counts."""
+    counts = ["n_error", "n_unsupported"]
+    one = a.set_index("method")[["family", *counts]].add_prefix("p1_").rename(columns={"p1_family": "family"})
+    two = b.set_index("method")[counts].add_prefix("p2_")
+    both = one.join(two, how="inner")
+    for column, source, probe in _FIGURE_2:
+        both[f"{column}_accuracy"] = (a if probe == "p1" else b).set_index("method")[source]
+    return both.reset_index()
+
+
 def rank_change(p1: pd.DataFrame, p2: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """TPBench Figure 2 and §6.1's rho: methods present in both P1 and P2 at the *same* budget,
     corpus and reader, re-ranked among themselves under P1-strict, P1-loose and P2-strict (seed
-    means), and the Spearman rho between P1-strict (and P1-loose) and P2-strict across them."""
+    means), and the Spearman rho between P1-strict (and P1-loose) and P2-strict across them. The
+    paper's rule: a reader error is wrong and in n; a method without all three accuracies (an
+    unsupported answer: not run) keeps its row and counts, unranked, and is named beside rho, which
+    is over the ranked methods."""
     changes, rhos = [], []
     keys = ["corpus", "reader", "budget"]
-    a_all, b_all = compression_methods(p1), compression_methods(p2)
+    a_all, b_all = compression_methods(paper_means(p1)), compression_methods(paper_means(p2))
     for key, a_group in a_all.groupby(keys, sort=True):
         b_group = b_all[(b_all[keys] == pd.Series(dict(zip(keys, key)))).all(axis=1)]
         for (p1_task, p2_task), (a, b) in (
             ((ta, tb), (a, b)) for ta, a in a_group.groupby("task") for tb, b in b_group.groupby("task")
         ):
-            both = a[["method", "family", "strict_accuracy_seed_mean", "loose_accuracy_seed_mean"]].merge(
-                b[["method", "strict_accuracy_seed_mean"]], on="method", suffixes=("_p1", "_p2")
-            )
-            both = both.dropna().rename(
-                columns={
-                    "strict_accuracy_seed_mean_p1": "p1_strict_accuracy",
-                    "loose_accuracy_seed_mean": "p1_loose_accuracy",
-                    "strict_accuracy_seed_mean_p2": "p2_strict_accuracy",
-                }
-            )
+            both = _both_probes(a, b)
             if both.empty:
                 continue
+            accuracies = [f"{column}_accuracy" for column, _, _ in _FIGURE_2]
+            ranked = both[accuracies].notna().all(axis=1)
             ident = dict(zip(keys, key)) | {"p1_task": p1_task, "p2_task": p2_task}
             both = both.assign(**ident, kind=[_kind(m, f) for m, f in zip(both["method"], both["family"])])
-            for column in ("p1_strict", "p1_loose", "p2_strict"):
-                both[f"{column}_rank"] = both[f"{column}_accuracy"].rank(ascending=False, method="average")
+            for column in accuracies:
+                rank = both[column].where(ranked).rank(ascending=False, method="average")
+                both[column.replace("_accuracy", "_rank")] = rank
             changes.append(both.sort_values(["p1_strict_rank", "method"], kind="stable")[CHANGE_COLUMNS])
+            on = both[ranked]
             rhos.append(
                 ident
                 | {
-                    "n_methods": len(both),
-                    "methods": "; ".join(sorted(both["method"])),
-                    "rho_p1_strict_p2_strict": _rho(both["p1_strict_accuracy"], both["p2_strict_accuracy"]),
-                    "rho_p1_loose_p2_strict": _rho(both["p1_loose_accuracy"], both["p2_strict_accuracy"]),
+                    "n_methods": len(on),
+                    "methods": "; ".join(sorted(on["method"])),
+                    "rho_p1_strict_p2_strict": _rho(on["p1_strict_accuracy"], on["p2_strict_accuracy"]),
+                    "rho_p1_loose_p2_strict": _rho(on["p1_loose_accuracy"], on["p2_strict_accuracy"]),
+                    "n_unranked": int((~ranked).sum()),
+                    "unranked": "; ".join(sorted(both.loc[~ranked, "method"])),
                 }
             )
     change = pd.concat(changes, ignore_index=True) if changes else pd.DataFrame(columns=CHANGE_COLUMNS)

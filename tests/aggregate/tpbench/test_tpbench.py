@@ -220,6 +220,61 @@ def test_rankings_spearman_and_rank_change_by_hand(tmp_path: Path) -> None:
     assert change.loc["earliest", ["p1_strict_rank", "p2_strict_rank"]].tolist() == [1.0, 4.0]
 
 
+def test_rankings_and_rho_under_the_papers_rule(tmp_path: Path) -> None:
+    records = ranking_records()
+    # (P1 then P2, each recency, earliest, uniform_stride, mmr on d0-d3) stride's P1 answer on d0
+    # (right) a reader error; random right everywhere but its P1 answer on d3, unsupported
+    records[8] = record(task="tpbench_p1", dialogue="d0", selector="uniform_stride", status="error")
+    for task in ("tpbench_p1", "tpbench_p2"):
+        for i in range(4):
+            status = "unsupported" if (task, i) == ("tpbench_p1", 3) else "supported"
+            records.append(record(task=task, dialogue=f"d{i}", selector="random", loose=1.0, status=status))
+    t = tables(tmp_path, records)
+    ranks = t["tpbench_rankings"]
+    p1 = ranks[(ranks["probe"] == "P1") & (ranks["budget"] == "turns 0.3")].set_index("method")
+    # stride 2/4 with its error wrong in n (kvx's rule: 2/3, rank 2), tied with mmr's 2/4; random not
+    # run on P1's n: no accuracy, no rank (kvx's rule: 3/3, rank 1), counted
+    assert p1["strict_accuracy_seed_mean"].to_dict() == pytest.approx(
+        {"earliest": 1.0, "uniform_stride": 0.5, "mmr": 0.5, "recency": 0.25, "random": math.nan}, nan_ok=True
+    )
+    assert p1["strict_rank"].dropna().to_dict() == {
+        "earliest": 1.0,
+        "uniform_stride": 2.5,
+        "mmr": 2.5,
+        "recency": 4.0,
+    }
+    assert math.isnan(p1.loc["random", "strict_rank"]) and math.isnan(p1.loc["random", "loose_rank"])
+    # P1-loose: stride's error is wrong there too (3/4), the other three right everywhere
+    assert p1["loose_rank"].dropna().to_dict() == {
+        "earliest": 2.0,
+        "uniform_stride": 4.0,
+        "mmr": 2.0,
+        "recency": 2.0,
+    }
+    assert (p1.loc["uniform_stride", "n"], p1.loc["uniform_stride", "n_error"]) == (4, 1)
+    assert (p1.loc["random", "n"], p1.loc["random", "n_unsupported"]) == (3, 1)
+    assert set(p1["n_methods"]) == {4} and set(p1["n_unranked"]) == {1}
+    p2 = ranks[(ranks["probe"] == "P2") & (ranks["budget"] == "turns 0.3")].set_index("method")
+    assert p2.loc["random", "strict_rank"] == 1.5  # run on all of P2: ranked there, tied with mmr
+    rho = row(t["tpbench_spearman"], budget="turns 0.3")
+    # over the four methods with all three accuracies: P1 ranks (recency, earliest, stride, mmr) =
+    # (4, 1, 2.5, 2.5), P2 (2, 4, 3, 1): deviations (1.5, −1.5, 0, 0) and (−0.5, 1.5, 0.5, −1.5),
+    # rho = −3 / √(4.5 · 5); P1-loose (2, 2, 4, 2): rho = 1 / √(3 · 5)
+    assert rho["n_methods"] == 4 and rho["methods"] == "earliest; mmr; recency; uniform_stride"
+    assert rho["rho_p1_strict_p2_strict"] == pytest.approx(-3 / math.sqrt(22.5))
+    assert rho["rho_p1_loose_p2_strict"] == pytest.approx(1 / math.sqrt(15))
+    assert (rho["n_unranked"], rho["unranked"]) == (1, "random")
+    change = t["tpbench_rank_change"].set_index("method")
+    assert len(change) == 5 and change.loc["random", ["p1_strict_rank", "p2_strict_rank"]].isna().all()
+    random, stride = change.loc["random"], change.loc["uniform_stride"]
+    assert (random["p1_n_unsupported"], random["p2_n_unsupported"], random["p2_strict_accuracy"]) == (
+        1,
+        0,
+        1.0,
+    )
+    assert (stride["p1_n_error"], stride["p1_strict_rank"], stride["p2_strict_rank"]) == (1, 2.5, 3.0)
+
+
 # ----------------------------------------------------------------------------- matched deletions
 
 

@@ -15,7 +15,10 @@ from kvx.aggregate.tpbench.budgets import (
     RELEASE_BOOT_SEED,
     RELEASE_N_BOOT,
     crossover_alpha,
+    gaps,
 )
+from kvx.aggregate.tpbench.probes import FULL
+from kvx.core.records import ERROR, SUPPORTED, UNSUPPORTED
 from kvx.testing.tpbench import record, row, tables, write
 
 TABLES = ("tpbench_crossover", "tpbench_gap", "tpbench_tokens")
@@ -63,6 +66,31 @@ def test_crossover_table_by_hand(tmp_path: Path) -> None:
     assert math.isnan(tied["crossover_alpha"]) and tied["ahead_above"] == ""
     assert tied["note"] == "none: tied on P1, recency ahead on the other: no swap"
     assert "full context" not in set(t["method_a"]) | set(t["method_b"])
+
+
+def test_crossover_under_the_papers_rule(tmp_path: Path) -> None:
+    records = crossover_records()
+    # (P1 then P2, each earliest, mmr, recency on d0-d3) mmr's P2 answer on d2 (right) a reader error,
+    # recency's P1 answer on d3 (wrong) unsupported
+    records[18] = record(task="tpbench_p2", dialogue="d2", selector="mmr", status="error")
+    records[11] = record(task="tpbench_p1", dialogue="d3", selector="recency", status="unsupported")
+    strict = tables(tmp_path, records)["tpbench_crossover"].query("score == 'strict'")
+    pair = row(strict, method_a="earliest", method_b="mmr")
+    # mmr's P2 is 2/4 with the error wrong in n (kvx's rule: 2/3, α = (5/12) / (11/12) = 5/11):
+    # Δ1 = 3/4 − 1/4 = 1/2, Δ2 = 1/4 − 2/4 = −1/4, α = (1/4) / (3/4) = 1/3
+    assert (pair["p2_accuracy_b"], pair["p2_accuracy_diff"]) == (0.5, -0.25)
+    assert pair["crossover_alpha"] == pytest.approx(1 / 3) and pair["ahead_above"] == "earliest"
+    assert (pair["n_error"], pair["n_unsupported"]) == (1, 0)
+    for other in ("earliest", "mmr"):  # recency was not run on P1's n: no accuracy, no α (never 3/3)
+        a, b = sorted((other, "recency"))
+        with_recency = row(strict, method_a=a, method_b=b)
+        assert math.isnan(with_recency["p1_accuracy_b" if b == "recency" else "p1_accuracy_a"])
+        assert math.isnan(with_recency["crossover_alpha"]) and with_recency["ahead_above"] == ""
+        assert (
+            with_recency["note"]
+            == "none: recency not run (an unsupported answer): N/A under the paper's rule"
+        )
+        assert (with_recency["n_error"], with_recency["n_unsupported"]) == (int(other == "mmr"), 1)
 
 
 # ------------------------------------------------------------------------------------ the gaps
@@ -119,15 +147,17 @@ def test_seed_weighted_interval_is_the_releases_cluster_interval_to_the_bit() ->
 
 def gap_records() -> list[dict]:
     """Full context right on d0-d3 in seeds 42 and 43. Recency right on d0, d1 (seed 42) and d0
-    (seed 43, d1 unsupported); uniform stride right everywhere but d3 of seed 42, whose full-context
-    control is missing (a record without a control: never paired)."""
+    (seed 43, d1 unsupported); earliest the same but its seed-43 d1 a reader error; uniform stride
+    right everywhere."""
     out = []
-    for seed in (42, 43):
-        for i in range(4):
-            out.append(
-                record(dialogue=f"d{i}", seed=seed, selector="recency", comp=int(i < 2 - (seed == 43)))
-            )
+    for selector in ("recency", "earliest"):
+        for seed in (42, 43):
+            for i in range(4):
+                out.append(
+                    record(dialogue=f"d{i}", seed=seed, selector=selector, comp=int(i < 2 - (seed == 43)))
+                )
     out[5] = record(dialogue="d1", seed=43, selector="recency", status="unsupported")
+    out[13] = record(dialogue="d1", seed=43, selector="earliest", status="error")
     for seed in (42, 43):
         for i in range(4):
             out.append(record(dialogue=f"d{i}", seed=seed, selector="uniform_stride", comp=1))
@@ -136,40 +166,79 @@ def gap_records() -> list[dict]:
 
 def test_gap_to_full_context_by_hand(tmp_path: Path) -> None:
     gap = tables(tmp_path, gap_records())["tpbench_gap"]
-    assert set(gap["method"]) == {"recency", "uniform_stride"}
+    assert set(gap["method"]) == {"recency", "earliest", "uniform_stride"}
+    earliest = row(gap, method="earliest")
+    # the paper's rule: the error is a wrong answer in n. Pairs: seed 42 d0-d3 (gaps 0, 0, −1, −1),
+    # seed 43 d0-d3 (0, −1, −1, −1): per-seed gaps −1/2 and −3/4, estimate −5/8 (kvx's rule, the
+    # error left out: −(1/2 + 2/3)/2)
+    counted = ("n_pairs", "n_seeds", "n_dialogues", "n_unpaired", "n_error", "n_unsupported")
+    assert tuple(earliest[list(counted)]) == (8, 2, 4, 0, 1, 0)
+    assert (earliest["full_n_error"], earliest["full_n_unsupported"]) == (0, 0)
+    assert earliest["strict_accuracy"] == pytest.approx((2 / 4 + 1 / 4) / 2)
+    assert earliest["full_strict_accuracy"] == 1.0
+    assert earliest["strict_accuracy_gap"] == pytest.approx(-5 / 8)
+    # each seed weighs its answers 1/4: the dialogues' mean gaps are d0 0, d1 −1/2, d2 −1, d3 −1 (equal
+    # weights), a resample the mean of four of them. P(all −1) = 1/16 > 2.5%: the low end is −1; a mean
+    # above −1/4 (d0 four times, or three and d1) has P = 5/256 < 2.5% < P(mean ≥ −1/4) = 19/256: the
+    # high end is −1/4
+    assert (earliest["strict_accuracy_gap_ci_low"], earliest["strict_accuracy_gap_ci_high"]) == (-1.0, -0.25)
+    assert (earliest["n_resamples"], earliest["resample_seed"]) == (5000, 20260928)
     recency = row(gap, method="recency")
-    # pairs: seed 42 d0-d3 (gaps 0, 0, −1, −1), seed 43 d0, d2, d3 (0, −1, −1)
-    assert (recency["n_pairs"], recency["n_seeds"], recency["n_dialogues"], recency["n_unpaired"]) == (
-        7,
-        2,
-        4,
-        0,
-    )
-    assert recency["strict_accuracy"] == pytest.approx((2 / 4 + 1 / 3) / 2)
-    assert recency["full_strict_accuracy"] == 1.0
-    assert recency["strict_accuracy_gap"] == pytest.approx((-2 / 4 - 2 / 3) / 2)
-    assert (
-        recency["strict_accuracy_gap_ci_low"]
-        < recency["strict_accuracy_gap"]
-        < recency["strict_accuracy_gap_ci_high"]
-    )
-    assert (recency["n_resamples"], recency["resample_seed"]) == (5000, 20260928)
+    # an unsupported answer: not run on the paper's n, its scores N/A (never the gap over 7 pairs)
+    assert tuple(recency[list(counted)]) == (7, 2, 4, 0, 0, 1)
+    scores = [c for c in gap.columns if "accuracy" in c]
+    assert recency[scores].isna().all()
     stride = row(gap, method="uniform_stride")
     # right wherever full context is: gap 0 in every resample
-    assert (stride["n_pairs"], stride["n_unpaired"]) == (8, 0)
+    assert (stride["n_pairs"], stride["n_unpaired"], stride["n_error"], stride["n_unsupported"]) == (
+        8,
+        0,
+        0,
+        0,
+    )
     assert (stride["strict_accuracy_gap"], stride["strict_accuracy_gap_ci_low"]) == (0.0, 0.0)
     assert stride["loose_accuracy_gap_ci_high"] == 0.0  # loose = strict in these records
     again = tables(tmp_path / "again", gap_records())["tpbench_gap"]
     pd.testing.assert_frame_equal(gap, again)  # seeded: the same numbers every run
 
 
-def test_an_answer_without_a_scored_control_is_counted_unpaired(tmp_path: Path) -> None:
+def test_an_answer_whose_control_was_not_scored_pairs_with_a_wrong_full_context(tmp_path: Path) -> None:
     records = [record(dialogue=f"d{i}", comp=0) for i in range(3)]
     no_control = record(dialogue="d3", comp=1)
-    del no_control["full"]["metrics"]["strict"]  # a control without the probe's score: never scored
+    del no_control["full"]["metrics"]["strict"]  # a control without the probe's score: a full-context error
     gap = row(tables(tmp_path, [*records, no_control])["tpbench_gap"], method="recency")
-    assert (gap["n_pairs"], gap["n_unpaired"]) == (3, 1)
-    assert (gap["strict_accuracy_gap"], gap["strict_accuracy_gap_ci_low"]) == (-1.0, -1.0)
+    # the paper's rule: full context's error on d3 is wrong and in n, so d3 pairs (1 − 0); kvx's rule
+    # left it unpaired (3 pairs, gap −1). Gaps −1, −1, −1, +1: estimate −1/2; a resample of four draws
+    # k times d3: P(k = 0) = 81/256 (low end −1), P(k ≥ 3) = 13/256 > 2.5% > P(k = 4) = 1/256 (high 1/2)
+    assert (gap["n_pairs"], gap["n_unpaired"], gap["full_n_error"], gap["n_error"]) == (4, 0, 1, 0)
+    assert gap["full_strict_accuracy"] == 0.75 and gap["strict_accuracy"] == 0.25
+    assert (gap["strict_accuracy_gap"], gap["strict_accuracy_gap_ci_low"]) == (-0.5, -1.0)
+    assert gap["strict_accuracy_gap_ci_high"] == 0.5
+
+
+def analysis_row(method: str, source: str, status: str = SUPPORTED, strict: float = 1.0) -> dict:
+    """One answer in ``tpbench_rows``' layout (P3, seed 42), for the cases records cannot make alone."""
+    family, budget = ("full", "full") if method == FULL else ("turns", "turns 0.3")
+    score = strict if status == SUPPORTED else math.nan
+    return {"probe": "P3", "corpus": "sgd", "task": "tpbench_p3", "reader": "r", "seed": "42",
+            "source_id": source, "split": "42", "status": status, "method": method, "family": family,
+            "budget": budget, "m.strict": score, "m.loose": score, "cluster": source}  # fmt: skip
+
+
+def test_full_context_unsupported_or_missing_on_a_methods_sources() -> None:
+    rows = [analysis_row(FULL, f"s{i}") for i in range(3)] + [analysis_row(FULL, "s3", UNSUPPORTED)]
+    rows += [analysis_row("recency", f"s{i}", strict=float(i == 0)) for i in range(3)]
+    rows += [analysis_row("earliest", f"s{i}", strict=0.0) for i in (0, 1, 2)]
+    rows += [analysis_row("recency", "s3"), analysis_row("earliest", "s4", ERROR)]  # s4: no full context
+    gap = gaps(pd.DataFrame(rows)).set_index("method")
+    # recency on s3: full context was not run there, so recency's gap is N/A (never over s0-s2 only)
+    assert gap.loc["recency", ["n_pairs", "full_n_unsupported", "n_unsupported"]].tolist() == [3, 1, 0]
+    assert gap.loc["recency", [c for c in gap.columns if "accuracy" in c]].isna().all()
+    # earliest: s0-s2 paired (gaps −1), its error on s4 has no full-context answer at all: unpaired, counted
+    earliest = gap.loc["earliest"]
+    assert (earliest["n_pairs"], earliest["n_unpaired"], earliest["n_error"]) == (3, 1, 1)
+    assert (earliest["strict_accuracy"], earliest["strict_accuracy_gap"]) == (0.0, -1.0)
+    assert (earliest["strict_accuracy_gap_ci_low"], earliest["strict_accuracy_gap_ci_high"]) == (-1.0, -1.0)
 
 
 # ------------------------------------------------------------------------------- token scaling
