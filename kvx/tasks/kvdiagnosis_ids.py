@@ -50,6 +50,8 @@ class ReleaseSource:
     references: tuple[str, ...] = ()
     #: the release's ``official_task_name``: ``qasper``, ``hotpotqa``, RULER's subtask (``niah_single_1``)
     task: str = ""
+    #: the prompt length in the reader's tokens (for RULER, its ``length``: prompt + generation budget)
+    context_length_tokens: int = 0
 
 
 def release_sources(folder: str, workload: str) -> list[ReleaseSource]:
@@ -72,6 +74,7 @@ def release_sources(folder: str, workload: str) -> list[ReleaseSource]:
             r["prompt_hash"],
             tuple(r["reference_answer"]),
             r.get("official_task_name", workload),
+            r.get("context_length_tokens", 0),
         )
         for r in rows
     ]

@@ -4,7 +4,8 @@ Why: the KVDiagnosis release ran NVIDIA/RULER's ``prepare.py`` (seed 42, the ``b
 template, Qwen3-8B's tokenizer); its samples are decided not only by the seed but by the draws that
 RULER's haystack-size search and retries consume, which are counted in the reader's tokens. This
 module follows ``scripts/data/synthetic/niah.py`` (read, not copied) step by step so that the same
-tokenizer yields RULER's instances: one ``random`` seeded with the seed; a size estimate at
+tokenizer yields RULER's instances: one ``random`` seeded with the seed, one word of which loading
+the tokenizer spends (:func:`kvx.tasks.ruler_stream.ruler_random`); a size estimate at
 ``incremental`` haystack units, then a binary search for the largest haystack whose prompt plus
 ``tokens_to_generate`` fits ``max_seq_length`` (one ``generate_input_output`` call per probe); then
 per sample a call at that size, retried ``incremental`` units smaller while too long. Each call
@@ -31,7 +32,7 @@ import numpy as np
 from kvx.core.source import Source
 from kvx.tasks.base import CountTokens
 from kvx.tasks.ruler_data import NEEDLE, NOISE, ruler_data_file
-from kvx.tasks.ruler_stream import DEPTHS, ESSAY_TASKS, NiahConfig, draw
+from kvx.tasks.ruler_stream import DEPTHS, ESSAY_TASKS, NiahConfig, draw, ruler_random
 
 SplitSentences = Callable[[str], list[str]]
 
@@ -170,7 +171,7 @@ def niah_samples(
     """RULER's first ``num_samples`` samples of the NIAH configuration (``haystack``, ``config``), in
     its order, sized with ``count_tokens`` (RULER counts ``tokenizer.tokenize(text)``: no special
     tokens); a larger ``num_samples`` extends a smaller one."""
-    rng = random.Random(seed)
+    rng = ruler_random(seed)
     step = _incremental(haystack, max_seq_length)
 
     def call(units: int) -> tuple[str, list[str], int]:

@@ -7,10 +7,11 @@ kvx's own generator (``kvx.tasks.ruler``) draws each source from (task, seed, in
 its needles never equal the release's.
 
 RULER's rules, as ``niah.py`` states them (read, not copied): one global ``random`` seeded with the
-seed; each call of ``generate_input_output`` draws, per key, the key and then its values (a word is a
-uniform pick of the sorted adjective-noun pairs of wonderwords' lists, a number uniform in
-[10**6, 10**7 - 1], a UUID version 4 from 128 random bits), then the needles' depths (a sample of 40
-depths) for an essay haystack, then which keys are queried. For an essay haystack nothing in a call
+seed, of which loading the reader's tokenizer spends one 32-bit word (:func:`ruler_random`); each
+call of ``generate_input_output`` draws, per key, the key and then its values (a word is a uniform
+pick of the sorted adjective-noun pairs of wonderwords' lists, a number uniform in [10**6, 10**7 - 1],
+a UUID version 4 from 128 random bits), then the needles' depths (a sample of 40 depths) for an
+essay haystack, then which keys are queried. For an essay haystack nothing in a call
 depends on the haystack's size, so the stream of calls is fixed by the seed alone; the calls RULER
 spends before its first sample (a size estimate, then a binary search for the haystack size) and
 the retries of a sample too long for the budget are counted in the reader's tokens, so which calls
@@ -114,10 +115,20 @@ def draw(kind: str, rng: random.Random) -> str:
     return word(rng.choice(range(word_pairs())))
 
 
+def ruler_random(seed: int) -> random.Random:
+    """RULER's global ``random`` as its first ``generate_input_output`` finds it: ``niah.py`` seeds
+    it, then loads the reader's tokenizer, and importing ``transformers`` imports ``rich``, whose
+    ``rich.style`` draws ``getrandbits(24)`` (one 32-bit word) from it at import. Without that draw
+    the needle haystacks' size search settles one haystack line off (niah_multikey_2/3 at 8K)."""
+    rng = random.Random(seed)
+    rng.getrandbits(24)
+    return rng
+
+
 def stream(config: NiahConfig, calls: int, seed: int = 42) -> list[tuple[str, ...]]:
     """The answers of RULER's first ``calls`` calls of ``generate_input_output`` for an essay
     haystack with ``config``, in call order (each a tuple: the queried keys' values)."""
-    rng = random.Random(seed)
+    rng = ruler_random(seed)
     keys = max(config.num_needle_k, config.num_needle_q)
     out = []
     for _ in range(calls):

