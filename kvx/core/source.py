@@ -55,6 +55,9 @@ class Source:
     #: (MuSiQue: twenty paragraphs behind a first-eight raw input), as a source of its own with its
     #: evidence; None: compressors read this source
     pool: Source | None = None
+    #: the answer prefix runs on from the question as written, with nothing between (RULER's own
+    #: prompts, whose prefix starts with a space); False: on a line of its own in a plain-text prompt
+    inline_prefix: bool = False
 
     def __post_init__(self) -> None:
         if self.segments and self.separator.join(s.text for s in self.segments) != self.context:

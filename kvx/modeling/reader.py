@@ -103,14 +103,23 @@ class LoadedReader:
     def count_tokens(self, text: str) -> int:
         return token_count(self.tokenizer, text)
 
-    def encode(self, context: str, question: str, answer_prefix: str = "", system: str = "") -> Prompt:
+    def encode(
+        self,
+        context: str,
+        question: str,
+        answer_prefix: str = "",
+        system: str = "",
+        inline_prefix: bool = False,
+    ) -> Prompt:
         """Apply the chat template the way kvpress's ``preprocess`` does, so answers match it; a
-        system prompt is the template's system message (plain text before the context without one)."""
+        system prompt is the template's system message (plain text before the context without one).
+        ``inline_prefix``: a plain-text prompt runs the answer prefix on from the question
+        (``Source.inline_prefix``), as RULER's own prompts do, instead of starting a line."""
         tok = self.tokenizer
         source_context = context
         if tok.chat_template is None:
             context = (tok.bos_token or "") + (f"{system}\n\n" if system else "") + context
-            suffix = "\n"
+            suffix = "" if inline_prefix else "\n"
         else:
             separator = "#" * (len(context) + 10)
             messages = [{"role": "system", "content": system}] if system else []
@@ -132,7 +141,7 @@ class LoadedReader:
         context, question = (
             (source.context + source.question, "") if joined else (source.context, source.question)
         )
-        prompt = self.encode(context, question, source.answer_prefix, source.system)
+        prompt = self.encode(context, question, source.answer_prefix, source.system, source.inline_prefix)
         prompt.joined = joined
         if getattr(self.tokenizer, "is_fast", False):
             enc = self.tokenizer(prompt.context_text, add_special_tokens=False, return_offsets_mapping=True)

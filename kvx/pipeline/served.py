@@ -87,10 +87,11 @@ def connect(name: str, reader: Any, responses: Path) -> ServedReader:
 
 def messages(source: Source) -> list[dict[str, str]]:
     """The source as chat messages: its system prompt, then one user message with the context, the
-    question and the answer prefix (an endpoint cannot be made to start its reply with one)."""
+    question and the answer prefix (an endpoint cannot be made to start its reply with one), on a
+    line of its own unless the source runs it on (``Source.inline_prefix``)."""
     user = source.context + source.question
     if source.answer_prefix:
-        user += ("" if user.endswith(("\n", " ")) else "\n") + source.answer_prefix
+        user += ("" if source.inline_prefix or user.endswith(("\n", " ")) else "\n") + source.answer_prefix
     out = [{"role": "system", "content": source.system}] if source.system else []
     return [*out, {"role": "user", "content": user}]
 

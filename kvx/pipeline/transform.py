@@ -66,6 +66,7 @@ def transform_source(
         answers=source.answers,
         evidence=evidence,
         answer_prefix=source.answer_prefix,
+        inline_prefix=source.inline_prefix,
         system=source.system,
         metadata=source.metadata,
     )

@@ -216,15 +216,18 @@ def niah_sources(
     max_seq_length: int,
     count_tokens: CountTokens,
 ) -> list[Source]:
-    """RULER's samples as kvx sources: the prompt cut before its question line, RULER's answer
-    prefix, the needles as evidence, and the id the KVDiagnosis release gives it
-    (``<subtask>_<index:06d>``, ``_dup01``... for a repeated ``index``); RULER's ``index``,
-    ``length`` and the release's ``prompt_hash`` in the metadata."""
+    """RULER's samples as kvx sources that read as RULER's prompt (``context + question +
+    answer_prefix`` is its ``input + answer_prefix``): the prompt cut before its question line,
+    RULER's answer prefix as it is (a leading space) run on from it (``inline_prefix``), the needles
+    as evidence, and the id the KVDiagnosis release gives it (``<subtask>_<index:06d>``, ``_dup01``...
+    for a repeated ``index``); RULER's ``index``, ``length`` and the release's ``prompt_hash`` in the
+    metadata."""
     seen: dict[int, int] = {}
     out = []
     for sample in niah_samples(haystack, config, max_seq_length, n, count_tokens, seed):
         repeat = seen[sample.index] = seen.get(sample.index, -1) + 1
-        context, _, question = sample.input.rpartition("\n")
+        cut = sample.input.rfind("\n") + 1
+        context, question = sample.input[:cut], sample.input[cut:]
         metadata = {"ruler_index": sample.index, "ruler_length": sample.length}
         out.append(
             Source(
@@ -233,7 +236,8 @@ def niah_sources(
                 question=question,
                 answers=sample.outputs,
                 evidence=_needle_spans(context, sample.outputs),
-                answer_prefix=sample.answer_prefix.strip(),
+                answer_prefix=sample.answer_prefix,
+                inline_prefix=True,
                 metadata={**metadata, "prompt_hash": prompt_hash(sample), "haystack": haystack},
             )
         )

@@ -17,9 +17,11 @@ import sys
 import types
 
 import pytest
+import torch
 
 from kvx.core.errors import ConfigError
 from kvx.core.identity import fields_of
+from kvx.core.source import Source
 from kvx.tasks.kvdiagnosis_ids import release_sources
 from kvx.tasks.ruler import NiahSingle1, NiahSingle2
 from kvx.tasks.ruler_data import NOISE
@@ -90,10 +92,8 @@ def test_sources_are_rulers_samples_with_the_release_ids():
     samples = niah_samples("noise", NiahConfig(), 400, 3, words)
     for source, sample in zip(sources, samples):
         assert source.id.startswith(f"niah_single_1_{sample.index:06d}")
-        assert (
-            f"{source.context}\n{source.question} {source.answer_prefix}"
-            == sample.input + sample.answer_prefix
-        )
+        assert source.context + source.question + source.answer_prefix == sample.input + sample.answer_prefix
+        assert source.question.startswith("What is the special magic number for ")
         (start, end), answer = source.evidence[0], sample.outputs[0]
         assert source.context[start:end].startswith("One of the special magic numbers for ")
         assert source.context[start:end].endswith(f" is: {answer}.")
@@ -147,3 +147,29 @@ def test_rulers_procedure_reproduces_the_release_sources(workload, tokens, name)
         assert release[source.id].references == tuple(source.answers)
         assert release[source.id].prompt_hash == source.metadata["prompt_hash"]
         assert release[source.id].context_length_tokens == source.metadata["ruler_length"]
+
+
+def test_readers_see_rulers_prompt_and_kvx_prompts_stay(monkeypatch):
+    from kvx.modeling.reader import LoadedReader
+    from kvx.pipeline.served import messages
+    from kvx.readers.tiny import byte_tokenizer
+
+    (ruler,) = NiahSingle1(generator="ruler").sources(1, 42, 400, words)
+    (sample,) = niah_samples("noise", NiahConfig(), 400, 1, words)
+    (kvx,) = NiahSingle1().sources(1, 0, 400, words)
+    # served: one user message; RULER's answer prefix runs on, kvx's keeps its own line
+    assert messages(ruler)[-1]["content"] == sample.input + sample.answer_prefix
+    assert messages(kvx)[-1]["content"] == f"{kvx.context}{kvx.question}\n{kvx.answer_prefix}"
+    tokenizer = byte_tokenizer()
+    reader = LoadedReader("bytes", torch.nn.Linear(1, 1), tokenizer, "0", None)
+
+    def text(source: Source) -> str:
+        prompt = reader.render(source)
+        return tokenizer.decode(torch.cat([prompt.context_ids, prompt.question_ids], dim=1)[0])
+
+    # chat template: RULER's prompt in the user turn... and its prefix opens the reply, as RULER
+    # appends it after a model template; plain text (no template): RULER's prompt itself
+    assert text(ruler).endswith(f"{sample.input}<|im_end|>\n<|im_start|>assistant\n{sample.answer_prefix}")
+    monkeypatch.setattr(tokenizer, "chat_template", None)
+    assert text(ruler) == "<|im_start|>" + sample.input + sample.answer_prefix
+    assert text(kvx) == f"<|im_start|>{kvx.context}{kvx.question}\n{kvx.answer_prefix}"
