@@ -93,6 +93,8 @@ class Source:
             del payload["segments"], payload["separator"]
         if not self.system:  # nor before system prompts existed
             del payload["system"]
+        if not self.inline_prefix:  # nor before RULER's own prompts ran the prefix on
+            del payload["inline_prefix"]
         if self.pool is None:  # nor before stored pools existed
             del payload["pool"]
         else:
