@@ -58,6 +58,11 @@ def _label(names: list[str]) -> str:
     return "; ".join(kinds + others)
 
 
+def _plural(count: int, noun: str) -> str:
+    """``3, "row"`` as "3 rows", ``1, "row"`` as "1 row"."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def _needs(command: dict[str, Any]) -> str:
     return f"needs: {', '.join(command['needs'])}" if command.get("needs") else ""
 
@@ -93,6 +98,7 @@ def render(spec: dict[str, Any], name: str) -> str:
         lstrip_blocks=True,
     )
     environment.filters["needs"] = _needs
+    environment.filters["plural"] = _plural
     return environment.get_template("reproduction_page.md.j2").render(
         spec=spec, name=name, rows=rows, counts=counts, statuses=STATUSES, commands=commands, others=others
     )
