@@ -15,7 +15,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from kvx.aggregate.kvdiagnosis.workloads import TIERS
+from kvx.aggregate.kvdiagnosis.workloads import tier_rank
 from kvx.aggregate.read import text
 from kvx.aggregate.stats.overlap import jaccard
 from kvx.core.records import CW, SUPPORTED
@@ -65,6 +65,6 @@ def workload_jaccard(rows: pd.DataFrame) -> pd.DataFrame:
                 }
             )
     frame = pd.DataFrame(out, columns=COLUMNS)
-    order = frame["tier"].map({t: i for i, t in enumerate(TIERS)})
-    frame = frame.assign(_tier=order).sort_values(["workload", "reader", "_tier", "method_a", "method_b"])
+    frame = frame.assign(_tier=tier_rank(frame["tier"]))
+    frame = frame.sort_values(["workload", "reader", "_tier", "method_a", "method_b"])
     return frame.drop(columns="_tier").reset_index(drop=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvx.aggregate.kvdiagnosis.workloads import TIERS
+from kvx.aggregate.kvdiagnosis.workloads import tier_rank
 
 __all__ = ["LEFT_OUT", "QA_WORKLOADS", "qa_tiers"]
 
@@ -52,5 +52,5 @@ def qa_tiers(tiers: pd.DataFrame) -> pd.DataFrame | None:
             }
         )
     frame = pd.DataFrame(out)
-    frame["_tier"] = frame["tier"].map({t: i for i, t in enumerate(TIERS)})
+    frame["_tier"] = tier_rank(frame["tier"])
     return frame.sort_values(["reader", "_tier"]).drop(columns="_tier").reset_index(drop=True)

@@ -34,6 +34,7 @@ __all__ = [
     "task_failures",
     "task_group",
     "tier_of",
+    "tier_rank",
     "tiers",
     "with_workloads",
     "workload",
@@ -65,6 +66,11 @@ _KEYS = ["workload", "reader"]
 _CELL = [*_KEYS, "compressor", "setting"]
 
 # ------------------------------------------------------------------------------------- labels
+
+
+def tier_rank(tier: pd.Series) -> pd.Series:
+    """Each tier's place for sorting, light first; a cell in no tier ("") last."""
+    return tier.map({t: i for i, t in enumerate(TIERS)}).fillna(len(TIERS))
 
 
 def _known(value: Any) -> bool:
@@ -216,7 +222,7 @@ def tiers(rows: pd.DataFrame) -> pd.DataFrame:
     )
     out = pd.concat([cells, pooled], ignore_index=True)
     out["cw_rate"] = _ratio(out["n_cw"], out["n_fc"])
-    out["_tier"] = out["tier"].map({t: i for i, t in enumerate(TIERS)}).fillna(len(TIERS))
+    out["_tier"] = tier_rank(out["tier"])
     out["_level"] = (out["level"] == "workload").astype(int)
     out = out.sort_values(["_level", *_KEYS, "_tier", "compressor", "setting"], kind="stable")
     columns = ["level", *_CELL, "method", "tier", "n_cells", "n_records", "n_unsupported", "n_error"]
