@@ -21,7 +21,6 @@ import math
 import random
 import re
 import string
-import uuid
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from kvx.core.identity import WHEN_SET
 from kvx.core.source import Source
 from kvx.tasks.base import CountTokens, Score, Task
 from kvx.tasks.ruler_data import NEEDLE, NOISE, ruler_data_file
+from kvx.tasks.ruler_stream import draw
 from kvx.tasks.scoring import string_match_all
 
 HAYSTACKS = ("noise", "essay", "needle")
@@ -65,11 +65,10 @@ def _wordlist(part_of_speech: str) -> tuple[str, ...]:
 
 
 def _draw(kind: str, rng: random.Random) -> str:
-    if kind == "numbers":
-        return str(rng.randint(10**6, 10**7 - 1))
-    if kind == "uuids":
-        return str(uuid.UUID(int=rng.getrandbits(128), version=4))
-    return f"{rng.choice(_wordlist('adjective'))}-{rng.choice(_wordlist('noun'))}"
+    """Numbers and UUIDs as RULER draws them; words from kvx's own lists (cleaned and lowercased)."""
+    if kind == "words":
+        return f"{rng.choice(_wordlist('adjective'))}-{rng.choice(_wordlist('noun'))}"
+    return draw(kind, rng)
 
 
 def _draw_unique(draw: Callable[[], str], used: set[str]) -> str:
