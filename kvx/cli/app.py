@@ -21,6 +21,7 @@ from kvx.cli.sources import instantiate
 from kvx.core.commands import Failed
 from kvx.core.errors import ConfigError
 from kvx.core.identity import digest
+from kvx.core.jsonl import json_lines
 from kvx.core.records import (
     SCHEMA_VERSION,
     Record,
@@ -350,6 +351,12 @@ class _CellRun:
             ) from exc
 
 
+def _artifact_rows(client: Any, run_id: str, name: str, folder: str) -> list[Any]:
+    """The values of a run's JSON Lines artifact, downloaded into ``folder`` (``kvx.core.jsonl``: lines
+    end at \\n only, as an answer may hold U+2028)."""
+    return [row for _, row in json_lines(Path(client.download_artifacts(run_id, name, folder)))]
+
+
 def _answered(client: Any, run_id: str, kept: tuple[str, ...]) -> Answered | None:
     """A finished run's records, whose answers stand when only the cell's diagnostics change; None
     (recompute the cell) when they cannot be read or another schema version wrote them."""
@@ -359,9 +366,8 @@ def _answered(client: Any, run_id: str, kept: tuple[str, ...]) -> Answered | Non
 
     with tempfile.TemporaryDirectory() as folder:
         try:
-            path = client.download_artifacts(run_id, "records.jsonl", folder)
-            lines = Path(path).read_text(encoding="utf-8").split("\n")  # \n only: an answer may hold U+2028
-            records = [Record.from_dict(json.loads(line)) for line in lines if line]
+            rows = _artifact_rows(client, run_id, "records.jsonl", folder)
+            records = [Record.from_dict(row) for row in rows]
         except (OSError, ValueError, TypeError, KeyError, MlflowException) as exc:
             log.info("run %s: its records cannot be read (%s); the cell is recomputed", run_id, exc)
             return None
@@ -465,9 +471,8 @@ def _supplement_controls(
     have: set[str] = set()
     with tempfile.TemporaryDirectory() as folder:
         for run in ledgers:
-            path = client.download_artifacts(run.info.run_id, "controls.jsonl", folder)
-            lines = Path(path).read_text(encoding="utf-8").split("\n")  # \n only: an answer may hold U+2028
-            have |= {json.loads(line)["source_id"] for line in lines if line}
+            rows = _artifact_rows(client, run.info.run_id, "controls.jsonl", folder)
+            have |= {row["source_id"] for row in rows}
     missing = [c for c in controls if c["source_id"] not in have]
     if not missing:
         return
